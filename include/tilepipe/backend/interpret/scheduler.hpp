@@ -1,0 +1,117 @@
+// Runs the warpgroups of one CTA as host threads, one at a time.
+//
+// Each warpgroup is a std::thread, but only the holder of the baton runs; it gives the
+// baton away only when it blocks (a barrier wait that is not satisfied) or finishes. The
+// interleaving is therefore deterministic, the simulated CTA state needs no locks, and a
+// deadlock is certain the moment no warpgroup can run: the scheduler then aborts every
+// thread with a report instead of hanging.
+#pragma once
+
+#include "../../core/error.cuh"
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tilepipe::interpret {
+
+/// Thrown inside a warpgroup thread to unwind it when the CTA was aborted elsewhere.
+struct cta_aborted {};
+
+class scheduler {
+ public:
+  explicit scheduler(int n) : state_(n, state::runnable), ready_(n), waiting_(n) {}
+
+  /// Called first by thread i: waits for the baton (thread 0 starts).
+  void enter(int i) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return current_ == i || aborted_; });
+    if (aborted_) throw cta_aborted{};
+  }
+
+  /// Blocks thread i until ready() holds. ready() is evaluated only by the baton holder.
+  /// describe() explains the wait, for the deadlock report.
+  void block_until(int i, const std::function<bool()>& ready, const std::function<std::string()>& describe) {
+    if (ready()) return;
+    std::unique_lock lock(mu_);
+    state_[i] = state::blocked;
+    ready_[i] = ready;
+    waiting_[i] = describe;
+    pass_baton(lock, i);
+    cv_.wait(lock, [&] { return current_ == i || aborted_; });
+    ready_[i] = nullptr;
+    waiting_[i] = nullptr;
+    if (aborted_) throw cta_aborted{};
+  }
+
+  /// Thread i is done (normally or by an exception recorded with abort()).
+  void finish(int i) {
+    std::unique_lock lock(mu_);
+    state_[i] = state::finished;
+    if (!aborted_) pass_baton(lock, i);
+  }
+
+  /// Stops every thread of the CTA; the first reason is kept.
+  void abort(const std::string& why) {
+    std::unique_lock lock(mu_);
+    abort_locked(why);
+  }
+
+  bool aborted() const { return aborted_; }
+  const std::string& reason() const { return reason_; }
+
+  /// Extra lines for a deadlock report (who could have arrived), filled by the CTA.
+  std::function<std::string()> deadlock_context;
+
+ private:
+  enum class state { runnable, blocked, finished };
+
+  void abort_locked(const std::string& why) {
+    if (!aborted_) {
+      aborted_ = true;
+      reason_ = why;
+    }
+    cv_.notify_all();
+  }
+
+  // Picks the next thread that can run, starting after `from`; reports a deadlock when
+  // some thread is blocked and none can run.
+  void pass_baton(std::unique_lock<std::mutex>&, int from) {
+    const int n = static_cast<int>(state_.size());
+    for (int k = 1; k <= n; ++k) {
+      const int j = (from + k) % n;
+      if (state_[j] == state::runnable || (state_[j] == state::blocked && ready_[j]())) {
+        state_[j] = state::runnable;
+        current_ = j;
+        cv_.notify_all();
+        return;
+      }
+    }
+    bool any_blocked = false;
+    std::string report = "deadlock: no warpgroup can make progress";
+    for (int j = 0; j < n; ++j) {
+      if (state_[j] != state::blocked) continue;
+      any_blocked = true;
+      report += "\n  warpgroup " + std::to_string(j) + " waits on " + waiting_[j]();
+    }
+    if (any_blocked) {
+      if (deadlock_context) report += deadlock_context();
+      abort_locked(report);
+    } else {
+      current_ = -1;  // every thread finished
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int current_ = 0;
+  bool aborted_ = false;
+  std::string reason_;
+  std::vector<state> state_;
+  std::vector<std::function<bool()>> ready_;
+  std::vector<std::function<std::string()>> waiting_;
+};
+
+}  // namespace tilepipe::interpret

@@ -1,0 +1,58 @@
+// TMA emulated from the tensor-map description: a box of the global tensor is copied to
+// or from shared memory with the swizzle applied to shared addresses, out-of-bounds
+// elements of a load read as zero and out-of-bounds elements of a store are dropped.
+#pragma once
+
+#include "../../core/tma_desc.cuh"
+#include "../../core/wgmma_desc.cuh"
+
+#include <cstring>
+
+namespace tilepipe::interpret {
+
+/// Visits every element of the box at coords: f(in_bounds, global_byte_offset, smem_linear_byte).
+template <class F>
+void for_each_box_element(const tma_desc& d, const int* coords, F&& f) {
+  long long count = 1;
+  for (int i = 0; i < d.rank; ++i) count *= d.box[i];
+  for (long long lin = 0; lin < count; ++lin) {
+    long long rest = lin, goff = 0;
+    bool in = true;
+    for (int i = 0; i < d.rank; ++i) {
+      const long long c = coords[i] + rest % d.box[i];
+      rest /= d.box[i];
+      in = in && c >= 0 && c < d.dims[i];
+      goff += c * d.stride_bytes[i];
+    }
+    f(in, goff, lin * d.elem_bytes);
+  }
+}
+
+/// Shared address of byte `linear` of a box written at `smem_base_offset` (swizzled).
+inline std::uint32_t box_smem_address(const tma_desc& d, std::uint32_t smem_base_offset, long long linear) {
+  return swizzle_address(smem_base_offset + static_cast<std::uint32_t>(linear), d.swizzle);
+}
+
+inline void tma_load_now(const tma_desc& d, const int* coords, unsigned char* smem, std::uint32_t dst_off) {
+  const auto* g = static_cast<const unsigned char*>(d.global);
+  for_each_box_element(d, coords, [&](bool in, long long goff, long long lin) {
+    unsigned char* dst = smem + box_smem_address(d, dst_off, lin);
+    if (in) std::memcpy(dst, g + goff, d.elem_bytes);
+    else std::memset(dst, 0, d.elem_bytes);
+  });
+}
+
+inline void tma_store_now(const tma_desc& d, const int* coords, const unsigned char* smem, std::uint32_t src_off) {
+  auto* g = static_cast<unsigned char*>(const_cast<void*>(d.global));
+  for_each_box_element(d, coords, [&](bool in, long long goff, long long lin) {
+    if (in) std::memcpy(g + goff, smem + box_smem_address(d, src_off, lin), d.elem_bytes);
+  });
+}
+
+inline long long box_bytes(const tma_desc& d) {
+  long long n = d.elem_bytes;
+  for (int i = 0; i < d.rank; ++i) n *= d.box[i];
+  return n;
+}
+
+}  // namespace tilepipe::interpret

@@ -1,0 +1,358 @@
+// The primitive interface: every device operation the pipelines and ops use, with one
+// definition that runs the sm_90 instruction in the device pass and the interpreter's
+// simulation on the host. Pipelines and user kernels call only these and never contain a
+// backend #if; this file and backend/ are the only places that know which pass is which.
+//
+// All primitives are called by every thread of a warpgroup unless marked "leader": those
+// are issued by the calling thread alone and must be guarded by `if (prim::leader())`.
+#pragma once
+
+#include "../core/config.cuh"
+#include "../core/dtypes.cuh"
+#include "../core/error.cuh"
+#include "../core/tma_desc.cuh"
+#include "../core/wgmma_desc.cuh"
+
+#if TP_DEVICE_PASS
+#include "sm90/sync.cuh"
+#include "sm90/tma.cuh"
+#include "sm90/wgmma.cuh"
+#else
+#include "interpret/cta.hpp"
+#include "interpret/tma.hpp"
+#endif
+
+namespace tilepipe::prim {
+
+/// Named-barrier ids tilepipe reserves; kernels may use ids from user_barrier_base to 15.
+inline constexpr int cta_barrier_id = 0;
+inline constexpr int warpgroup_barrier_base = 1;  // 1 + warpgroup index
+inline constexpr int compute_barrier_id = 5;      // the compute warpgroups of a pipeline
+inline constexpr int user_barrier_base = 8;
+
+// ---- who am I ------------------------------------------------------------------------
+
+/// The warpgroup's issuing thread (lane 0 of its first warp).
+TP_HD TP_FORCEINLINE bool leader() {
+#if TP_DEVICE_PASS
+  return threadIdx.x % warpgroup_size == 0;
+#else
+  return true;
+#endif
+}
+
+TP_HD TP_FORCEINLINE int warpgroup_index() {
+#if TP_DEVICE_PASS
+  return static_cast<int>(threadIdx.x / warpgroup_size);
+#else
+  return interpret::current().wg;
+#endif
+}
+
+// ---- execution barriers ----------------------------------------------------------------
+
+/// bar.sync among `threads` threads (whole warpgroups) on named barrier `id`.
+TP_HD TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
+#if TP_DEVICE_PASS
+  sm90::named_barrier_sync(id, threads);
+#else
+  interpret::cta().named_barrier_sync(interpret::current().wg, id, threads);
+#endif
+}
+
+/// Synchronises the 128 threads of the calling warpgroup.
+TP_HD TP_FORCEINLINE void warpgroup_sync() {
+#if TP_DEVICE_PASS
+  sm90::named_barrier_sync(warpgroup_barrier_base + warpgroup_index(), warpgroup_size);
+#endif
+}
+
+// ---- mbarriers -------------------------------------------------------------------------
+
+/// leader: initialises an mbarrier completing a phase after `count` arrivals.
+TP_HD TP_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
+#if TP_DEVICE_PASS
+  sm90::mbarrier_init(bar, count);
+#else
+  interpret::cta().barrier_init(bar, count);
+#endif
+}
+
+/// leader: makes initialised barriers visible to TMA and to the other threads.
+TP_HD TP_FORCEINLINE void fence_barrier_init() {
+#if TP_DEVICE_PASS
+  sm90::fence_barrier_init();
+#endif
+}
+
+/// leader: invalidates a barrier whose memory is about to be reused.
+TP_HD TP_FORCEINLINE void mbarrier_inval(std::uint64_t* bar) {
+#if TP_DEVICE_PASS
+  sm90::mbarrier_inval(bar);
+#else
+  (void)bar;
+#endif
+}
+
+/// Names a barrier in the interpreter's reports, e.g. ("ready", operand 1, slot 2); no
+/// code on the GPU.
+TP_HD TP_FORCEINLINE void mbarrier_name([[maybe_unused]] std::uint64_t* bar, [[maybe_unused]] const char* kind,
+                                        [[maybe_unused]] int operand, [[maybe_unused]] int slot) {
+#if !TP_DEVICE_PASS
+  std::string name = kind;
+  if (operand >= 0) name += " barrier of operand " + std::to_string(operand);
+  interpret::cta().barrier_name(bar, name, slot);
+#endif
+}
+
+/// leader: one arrival (count arrivals).
+TP_HD TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t count = 1) {
+#if TP_DEVICE_PASS
+  sm90::mbarrier_arrive(bar, count);
+#else
+  interpret::cta().barrier_arrive(bar, count, 0);
+#endif
+}
+
+/// leader: expects `bytes` more transaction bytes in this phase and arrives once.
+TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+#if TP_DEVICE_PASS
+  sm90::mbarrier_arrive_expect_tx(bar, bytes);
+#else
+  interpret::cta().barrier_arrive(bar, 1, bytes);
+#endif
+}
+
+/// leader: expects `bytes` more transaction bytes in this phase, without arriving.
+TP_HD TP_FORCEINLINE void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+#if TP_DEVICE_PASS
+  sm90::mbarrier_expect_tx(bar, bytes);
+#else
+  interpret::cta().barrier_expect_tx(bar, bytes);
+#endif
+}
+
+/// Waits until the phase of the given parity has completed.
+TP_HD TP_FORCEINLINE void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity) {
+#if TP_DEVICE_PASS
+  while (!sm90::mbarrier_try_wait(bar, parity)) {
+  }
+#else
+  interpret::cta().barrier_wait(interpret::current().wg, bar, parity);
+#endif
+}
+
+// ---- fences ----------------------------------------------------------------------------
+
+/// Orders this thread's ordinary SMEM writes before TMA / wgmma reads (then synchronise).
+TP_HD TP_FORCEINLINE void fence_proxy_async() {
+#if TP_DEVICE_PASS
+  sm90::fence_proxy_async_smem();
+#endif
+}
+
+// ---- TMA -------------------------------------------------------------------------------
+
+/// leader: loads the box at coords (TMA order, innermost first) into dst; completes
+/// box bytes of transactions on bar.
+template <int R>
+TP_HD TP_FORCEINLINE void tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
+#if TP_DEVICE_PASS
+  sm90::tma_load(dst, &map.map, coords, bar);
+#else
+  auto& c = interpret::cta();
+  const std::uint32_t dst_off = c.smem_offset(dst, interpret::box_bytes(map), "TMA load destination");
+  const std::uint32_t bar_off = c.smem_offset(bar, 8, "TMA load barrier");
+  c.barrier(bar, "TMA load");
+  interpret::pending_copy copy;
+  copy.barrier = bar_off;
+  copy.bytes = interpret::box_bytes(map);
+  copy.what = "TMA load";
+  int co[max_tma_rank] = {};
+  for (int i = 0; i < R; ++i) co[i] = coords[i];
+  unsigned char* smem = c.smem();
+  copy.perform = [&map, co, smem, dst_off] { interpret::tma_load_now(map, co, smem, dst_off); };
+  c.issue_load(std::move(copy));
+#endif
+}
+
+/// leader: stores src to the box at coords; out-of-bounds elements are dropped.
+template <int R>
+TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const int (&coords)[R]) {
+#if TP_DEVICE_PASS
+  sm90::tma_store(&map.map, coords, src);
+#else
+  auto& c = interpret::cta();
+  const std::uint32_t src_off = c.smem_offset(src, interpret::box_bytes(map), "TMA store source");
+  interpret::pending_copy copy;
+  copy.bytes = interpret::box_bytes(map);
+  copy.what = "TMA store";
+  int co[max_tma_rank] = {};
+  for (int i = 0; i < R; ++i) co[i] = coords[i];
+  unsigned char* smem = c.smem();
+  copy.perform = [&map, co, smem, src_off] { interpret::tma_store_now(map, co, smem, src_off); };
+  c.issue_store(interpret::current().wg, std::move(copy));
+#endif
+}
+
+/// leader: closes the current bulk async group (the stores issued since the last commit).
+TP_HD TP_FORCEINLINE void bulk_commit() {
+#if TP_DEVICE_PASS
+  sm90::bulk_commit();
+#else
+  interpret::cta().commit_stores(interpret::current().wg);
+#endif
+}
+
+/// leader: waits until at most N bulk groups are pending (their writes done).
+template <int N>
+TP_HD TP_FORCEINLINE void bulk_wait() {
+#if TP_DEVICE_PASS
+  sm90::bulk_wait<N>();
+#else
+  interpret::cta().wait_stores(interpret::current().wg, N);
+#endif
+}
+
+/// leader: waits until at most N bulk groups still read their shared memory.
+template <int N>
+TP_HD TP_FORCEINLINE void bulk_wait_read() {
+#if TP_DEVICE_PASS
+  sm90::bulk_wait_read<N>();
+#else
+  interpret::cta().wait_stores(interpret::current().wg, N);
+#endif
+}
+
+// ---- wgmma -----------------------------------------------------------------------------
+
+/// Shared-window address of a pointer into shared memory (for descriptors).
+TP_HD TP_FORCEINLINE std::uint32_t smem_address(const void* p) {
+#if TP_DEVICE_PASS
+  return sm90::smem_address(p);
+#else
+  return interpret::cta().smem_offset(p, 0, "wgmma operand");
+#endif
+}
+
+TP_HD TP_FORCEINLINE void wgmma_fence() {
+#if TP_DEVICE_PASS
+  sm90::wgmma_fence();
+#endif
+}
+
+TP_HD TP_FORCEINLINE void wgmma_commit() {
+#if TP_DEVICE_PASS
+  sm90::wgmma_commit();
+#else
+  interpret::cta().commit_wgmma(interpret::current().wg);
+#endif
+}
+
+/// Waits until at most N wgmma groups of this warpgroup are in flight.
+template <int N>
+TP_HD TP_FORCEINLINE void wgmma_wait() {
+#if TP_DEVICE_PASS
+  sm90::wgmma_wait<N>();
+#else
+  interpret::cta().wait_wgmma(interpret::current().wg, N);
+#endif
+}
+
+#if !TP_DEVICE_PASS
+namespace detail {
+// D(64 x N) (+)= A(64 x 16) B(16 x N) at the time the group completes, reading the
+// operands through their descriptors exactly as the tensor cores do.
+template <class T, int N>
+void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t da, bool a_mn_major,
+                     std::uint64_t db, bool b_mn_major, int scale_d) {
+  auto& c = interpret::cta();
+  const unsigned char* smem = c.smem();
+  c.issue_wgmma(interpret::current().wg, [=] {
+    auto elem = [smem](std::uint64_t desc, bool mn_major, int mn, int k) {
+      T v;
+      std::memcpy(&v, smem + wgmma_operand_byte(desc, mn_major, sizeof(T), mn, k), sizeof(T));
+      return to_float(v);
+    };
+    for (int m = 0; m < 64; ++m)
+      for (int n = 0; n < N; ++n) {
+        float acc = scale_d ? d[m * ld + n] : 0.0f;
+        for (int k = 0; k < 16; ++k) {
+          const float a = a_regs ? to_float(a_regs[m * a_ld + k]) : elem(da, a_mn_major, m, k);
+          acc += a * elem(db, b_mn_major, n, k);
+        }
+        d[m * ld + n] = acc;
+      }
+  });
+}
+}  // namespace detail
+#endif
+
+/// One m64nNk16 wgmma with A and B in shared memory. `d` is the accumulator block: on the
+/// GPU this thread's N/2 registers, in the interpreter the 64 x N rows (row stride ld).
+template <int N, class T, int TransA, int TransB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, [[maybe_unused]] int ld, std::uint64_t da, std::uint64_t db, int scale_d) {
+#if TP_DEVICE_PASS
+  sm90::wgmma_op<N, std::is_same_v<T, bf16>>::template ss<TransA, TransB>(d, da, db, scale_d);
+#else
+  detail::interpret_wgmma<T, N>(d, ld, static_cast<const T*>(nullptr), 0, da, TransA, db, TransB, scale_d);
+#endif
+}
+
+/// One m64nNk16 wgmma with A in registers. `a` is, on the GPU, this thread's 4 packed
+/// registers; in the interpreter the 64 x 16 A block (row stride a_ld).
+template <int N, class T, int TransB, class Acc, class A>
+TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, [[maybe_unused]] int ld, A&& a, [[maybe_unused]] int a_ld, std::uint64_t db,
+                                   int scale_d) {
+#if TP_DEVICE_PASS
+  sm90::wgmma_op<N, std::is_same_v<T, bf16>>::template rs<TransB>(d, a, db, scale_d);
+#else
+  detail::interpret_wgmma<T, N>(d, ld, a, a_ld, 0, false, db, TransB, scale_d);
+#endif
+}
+
+// ---- shared memory ---------------------------------------------------------------------
+
+/// The CTA's dynamic shared memory: start and size in bytes.
+TP_HD TP_FORCEINLINE unsigned char* dynamic_smem() {
+#if TP_DEVICE_PASS
+  extern __shared__ __align__(1024) unsigned char tp_dynamic_smem[];
+  return tp_dynamic_smem;
+#else
+  return interpret::cta().smem();
+#endif
+}
+
+TP_HD TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
+#if TP_DEVICE_PASS
+  return sm90::dynamic_smem_size();
+#else
+  return static_cast<std::uint32_t>(interpret::cta().smem_size);
+#endif
+}
+
+/// Fills memory a kernel must write before reading with NaN (interpreter only): an output
+/// block that is read before it was written then shows up in the results.
+TP_HD TP_FORCEINLINE void poison([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) {
+#if !TP_DEVICE_PASS
+  std::memset(p, 0xFF, bytes);
+#endif
+}
+
+// ---- registers -------------------------------------------------------------------------
+
+template <int Regs>
+TP_HD TP_FORCEINLINE void setmaxnreg_inc() {
+#if TP_DEVICE_PASS
+  sm90::setmaxnreg_inc<Regs>();
+#endif
+}
+
+template <int Regs>
+TP_HD TP_FORCEINLINE void setmaxnreg_dec() {
+#if TP_DEVICE_PASS
+  sm90::setmaxnreg_dec<Regs>();
+#endif
+}
+
+}  // namespace tilepipe::prim

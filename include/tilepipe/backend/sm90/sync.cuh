@@ -1,0 +1,58 @@
+// sm_90 synchronisation: mbarriers, named barriers and proxy fences (CCCL cuda::ptx).
+// Device-only; reached through backend/primitives.cuh.
+#pragma once
+
+#include "../../core/config.cuh"
+
+#if TP_DEVICE_PASS
+#include <cuda/ptx>
+
+namespace tilepipe::sm90 {
+
+namespace ptx = cuda::ptx;
+
+TP_DEVICE TP_FORCEINLINE std::uint32_t smem_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+TP_DEVICE TP_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t count) { ptx::mbarrier_init(bar, count); }
+
+/// Makes barrier initialisation visible to the async proxy (TMA) and to other threads.
+TP_DEVICE TP_FORCEINLINE void fence_barrier_init() { ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); }
+
+TP_DEVICE TP_FORCEINLINE void mbarrier_inval(std::uint64_t* bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_address(bar)) : "memory");
+}
+
+TP_DEVICE TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
+  ptx::mbarrier_arrive(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar, count);
+}
+
+TP_DEVICE TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar, bytes);
+}
+
+TP_DEVICE TP_FORCEINLINE void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  ptx::mbarrier_expect_tx(ptx::sem_relaxed, ptx::scope_cta, ptx::space_shared, bar, bytes);
+}
+
+TP_DEVICE TP_FORCEINLINE bool mbarrier_try_wait(std::uint64_t* bar, std::uint32_t parity) {
+  return ptx::mbarrier_try_wait_parity(ptx::sem_acquire, ptx::scope_cta, bar, parity);
+}
+
+/// bar.sync on a named barrier shared by `threads` threads (a multiple of 32).
+TP_DEVICE TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/// Orders this thread's generic-proxy SMEM writes before later async-proxy (TMA) reads.
+TP_DEVICE TP_FORCEINLINE void fence_proxy_async_smem() { ptx::fence_proxy_async(ptx::space_shared); }
+
+TP_DEVICE TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
+  std::uint32_t r;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+
+}  // namespace tilepipe::sm90
+#endif

@@ -1,0 +1,35 @@
+// sm_90 tensor memory accelerator: tiled loads with zero fill, stores with clipping, bulk
+// async groups (CCCL cuda::ptx). Device-only; reached through backend/primitives.cuh.
+#pragma once
+
+#include "../../core/config.cuh"
+
+#if TP_DEVICE_PASS
+#include <cuda/ptx>
+
+namespace tilepipe::sm90 {
+
+template <int R>
+TP_DEVICE TP_FORCEINLINE void tma_load(void* dst, const void* map, const int (&coords)[R], std::uint64_t* bar) {
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, map, coords, bar);
+}
+
+template <int R>
+TP_DEVICE TP_FORCEINLINE void tma_store(const void* map, const int (&coords)[R], const void* src) {
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords, src);
+}
+
+TP_DEVICE TP_FORCEINLINE void bulk_commit() { cuda::ptx::cp_async_bulk_commit_group(); }
+
+template <int N>
+TP_DEVICE TP_FORCEINLINE void bulk_wait() {
+  cuda::ptx::cp_async_bulk_wait_group(cuda::ptx::n32_t<N>{});
+}
+
+template <int N>
+TP_DEVICE TP_FORCEINLINE void bulk_wait_read() {
+  cuda::ptx::cp_async_bulk_wait_group_read(cuda::ptx::n32_t<N>{});
+}
+
+}  // namespace tilepipe::sm90
+#endif

@@ -1,0 +1,119 @@
+// Block specs: which block of an operand each pipeline step sees (Pallas' BlockSpec).
+//     tp::spec<a_tile>([=](auto k) { return tp::idx(m, k); }, tp::delay_release<1>)
+// The tile (block shape + memory transforms) is a type; the index map a generic callable.
+// Options: tp::delay_release<d>, tp::buffered<n> (slots for this operand), tp::depends_on<axes...>
+// (declares the grid axes the map uses, for maps the probe analysis cannot follow).
+// tp::gmem_spec passes an operand through in global memory (no copies; nested pipelines).
+#pragma once
+
+#include "config.cuh"
+#include "index_map.cuh"
+#include "layout.cuh"
+
+namespace tilepipe {
+
+template <int N>
+struct max_concurrent_steps_t {
+  static_assert(N >= 1 && N <= 32, "tilepipe: max_concurrent_steps must be in 1..32");
+  static constexpr int value = N;
+};
+/// SMEM slots per pipelined operand (the number of copies in flight).
+template <int N>
+inline constexpr max_concurrent_steps_t<N> max_concurrent_steps{};
+
+template <int D>
+struct delay_release_t {
+  static_assert(D >= 0, "tilepipe: delay_release must be >= 0");
+  static constexpr int value = D;
+};
+/// Steps a slot stays reserved after its last use (1 when the body leaves a wgmma in flight).
+template <int D>
+inline constexpr delay_release_t<D> delay_release{};
+
+template <int N>
+struct buffered_t {
+  static_assert(N >= 1 && N <= 32, "tilepipe: buffered<n> takes 1..32 slots");
+  static constexpr int value = N;
+};
+/// Number of SMEM slots for one operand, overriding max_concurrent_steps (Pallas TPU's Buffered).
+template <int N>
+inline constexpr buffered_t<N> buffered{};
+
+template <int... Axes>
+struct depends_on_t {
+  static constexpr unsigned mask = (0u | ... | (1u << Axes));
+};
+/// Declares which grid axes an index map uses.
+template <int... Axes>
+inline constexpr depends_on_t<Axes...> depends_on{};
+
+namespace detail {
+template <class T>
+inline constexpr int delay_of = -1;
+template <int D>
+inline constexpr int delay_of<delay_release_t<D>> = D;
+template <class T>
+inline constexpr int buffers_of = 0;
+template <int N>
+inline constexpr int buffers_of<buffered_t<N>> = N;
+template <class T>
+inline constexpr long long axes_of = -1;
+template <int... A>
+inline constexpr long long axes_of<depends_on_t<A...>> = depends_on_t<A...>::mask;
+template <class T>
+inline constexpr int mcs_of = 0;
+template <int N>
+inline constexpr int mcs_of<max_concurrent_steps_t<N>> = N;
+
+constexpr long long first_set(std::initializer_list<long long> xs, long long none) {
+  for (long long x : xs)
+    if (x != none) return x;
+  return none;
+}
+}  // namespace detail
+
+template <class Tile, class Map, class... Opts>
+struct block_spec {
+  static_assert(is_tile_v<Tile>, "tilepipe: spec<Tile>(...) takes a tp::tile<...> type");
+  using tile_type = Tile;
+  using map_type = Map;
+  static constexpr bool in_smem = true;
+  static constexpr int delay = static_cast<int>(detail::first_set({detail::delay_of<Opts>...}, -1));
+  static constexpr int buffers = static_cast<int>(detail::first_set({detail::buffers_of<Opts>...}, 0));
+  static constexpr long long declared_axes = detail::first_set({detail::axes_of<Opts>...}, -1);
+
+  /// Grid axes the index map depends on (bit a = axis a).
+  template <int GridRank>
+  static constexpr unsigned axes() {
+    if constexpr (declared_axes >= 0) return static_cast<unsigned>(declared_axes);
+    else return axes_used_v<Map, GridRank>;
+  }
+
+  Map index_map;
+};
+
+/// The index map of a spec without one: the whole array, block (0, ..., 0).
+template <int R>
+struct whole_array_map {
+  template <class... I>
+  TP_HD constexpr index<R> operator()(I...) const {
+    return {};
+  }
+};
+
+template <class Tile, class Map, class... Opts>
+TP_HD constexpr block_spec<Tile, Map, Opts...> spec(Map map, Opts...) {
+  return {map};
+}
+template <class Tile>
+TP_HD constexpr block_spec<Tile, whole_array_map<Tile::block_type::rank>> spec() {
+  return {{}};
+}
+
+/// An operand the pipeline leaves in global memory: the body receives its GMEM ref.
+struct gmem_spec_t {
+  static constexpr bool in_smem = false;
+};
+inline constexpr gmem_spec_t gmem_spec{};
+
+}  // namespace tilepipe

@@ -1,0 +1,45 @@
+// Compiler and target detection shared by every tilepipe header.
+//
+// tilepipe compiles in two ways from the same sources:
+//   * by nvcc: every kernel is built twice, once for the GPU (the device pass, where
+//     __CUDA_ARCH__ is defined) and once for the host, where the same code runs in the
+//     CPU interpreter;
+//   * by a plain C++20 compiler: only the interpreter exists (CI without a GPU).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#  define TP_HD __host__ __device__
+#  define TP_DEVICE __device__
+#  define TP_HAS_CUDA_COMPILER 1
+#else
+#  define TP_HD
+#  define TP_DEVICE
+#  define TP_HAS_CUDA_COMPILER 0
+#endif
+
+#if defined(__CUDA_ARCH__)
+#  define TP_DEVICE_PASS 1
+#  if (__CUDA_ARCH__ != 900) || !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#    error "tilepipe device code needs sm_90a: build with -gencode=arch=compute_90a,code=sm_90a"
+#  endif
+#else
+#  define TP_DEVICE_PASS 0
+#endif
+
+#define TP_FORCEINLINE inline __attribute__((always_inline))
+
+namespace tilepipe {
+
+/// Threads in one warpgroup: the unit that runs a tilepipe kernel "thread" (as in Pallas).
+inline constexpr int warpgroup_size = 128;
+/// Shared memory one CTA may use on sm_90 (227 KB).
+inline constexpr std::size_t smem_capacity = 227 * 1024;
+/// Alignment of every tilepipe SMEM allocation (128-byte swizzle repeats every 1024 bytes).
+inline constexpr std::size_t smem_alignment = 1024;
+/// Largest number of warpgroups per CTA tilepipe supports (4 x 128 = 512 threads).
+inline constexpr int max_warpgroups = 4;
+
+}  // namespace tilepipe

@@ -1,0 +1,77 @@
+// Shared-memory layouts of blocks: the memory transforms of Pallas' GPU block specs.
+//
+// A block is stored as a 2-D tile: rows = all dimensions but the innermost, flattened in
+// row-major order; cols = the innermost dimension. The tile is cut into column panels of
+// P elements; each panel holds all rows, row after row:
+//     byte(r, c) = (c / P) * rows * P * e + r * P * e + (c % P) * e           (e = elem size)
+// With swizzle S (32, 64 or 128 bytes), P * e = S and the 16-byte chunk index inside each
+// S-byte row is XORed with address bits 7 and up, exactly as TMA writes and wgmma reads it:
+//     byte ^= ((byte >> 7) & (S / 16 - 1)) << 4
+// This is Pallas' Tiling((8, S / e)) + Swizzle(S) operand layout with panels ordered
+// column-major (one TMA box per panel). Without swizzle P = cols (at most 256 elements,
+// the TMA box limit; wider rows use 256-element panels).
+#pragma once
+
+#include "block.cuh"
+#include "config.cuh"
+
+namespace tilepipe {
+
+/// Memory transform: swizzle<0> (none), swizzle<32>, swizzle<64>, swizzle<128>.
+template <int Bytes>
+struct swizzle {
+  static_assert(Bytes == 0 || Bytes == 32 || Bytes == 64 || Bytes == 128,
+                "tilepipe: swizzle must be 0 (none), 32, 64 or 128 bytes");
+  static constexpr int bytes = Bytes;
+};
+
+/// The static part of a block spec: block shape plus memory transforms.
+template <class Block, class Swizzle = swizzle<0>>
+struct tile {
+  static_assert(is_block_v<Block>, "tilepipe: tile<B, S> takes a tp::block<...> shape first");
+  using block_type = Block;
+  static constexpr int swizzle_bytes = Swizzle::bytes;
+  static_assert(Block::dims[Block::rank - 1].kind != dim_kind::squeezed,
+                "tilepipe: the innermost block dimension cannot be squeezed (TMA moves rows of at least 16 bytes)");
+};
+
+template <class T>
+inline constexpr bool is_tile_v = false;
+template <class B, class S>
+inline constexpr bool is_tile_v<tile<B, S>> = true;
+
+/// Byte layout of one tile of element size E (bytes) in shared memory.
+template <class Tile, int E>
+struct tile_layout {
+  using tile_type = Tile;
+  using block_type = typename Tile::block_type;
+  static constexpr int swizzle = Tile::swizzle_bytes;
+  static constexpr int rows = static_cast<int>(block_type::outer);
+  static constexpr int cols = block_type::inner;
+  static constexpr int panel = swizzle ? swizzle / E : (cols <= 256 ? cols : 256);
+  static constexpr int panels = cols / panel;
+  static constexpr int row_bytes = panel * E;
+  static constexpr int panel_bytes = rows * row_bytes;
+  static constexpr int bytes = panels * panel_bytes;
+
+  static_assert(swizzle == 0 || swizzle / E >= 1, "tilepipe: swizzle narrower than one element");
+  static_assert(cols % panel == 0,
+                "tilepipe: the innermost block dimension must be a multiple of the swizzle width "
+                "(swizzle bytes / element bytes), or of 256 elements when wider than 256 without swizzle");
+  static_assert(row_bytes % 16 == 0,
+                "tilepipe: TMA moves rows of a multiple of 16 bytes: the innermost block dimension "
+                "times the element size must be a multiple of 16");
+  static_assert(swizzle == 0 || rows % 8 == 0,
+                "tilepipe: a swizzled block needs a multiple of 8 rows (the swizzle pattern repeats every 8 rows)");
+  static_assert(panels == 1 || panel_bytes % 128 == 0,
+                "tilepipe: each TMA panel must start 128-byte aligned: rows * panel bytes must be a multiple of 128");
+
+  /// Byte offset of element (r, c) from the (suitably aligned) start of the tile.
+  TP_HD static constexpr int offset(int r, int c) {
+    int off = (c / panel) * panel_bytes + r * row_bytes + (c % panel) * E;
+    if constexpr (swizzle != 0) off ^= ((off >> 7) & (swizzle / 16 - 1)) << 4;
+    return off;
+  }
+};
+
+}  // namespace tilepipe

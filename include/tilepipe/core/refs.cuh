@@ -1,0 +1,154 @@
+// Typed views of memory: gmem_ref (global memory, with the TMA descriptors the kernel
+// declared for it), smem_ref (a block in shared memory, with its layout), barrier refs.
+// .at(...) slices a view without copying, like Pallas' ref.at[...].
+#pragma once
+
+#include "config.cuh"
+#include "dtypes.cuh"
+#include "error.cuh"
+#include "layout.cuh"
+#include "tma_desc.cuh"
+
+#include <cuda/std/tuple>
+
+#include <type_traits>
+
+namespace tilepipe {
+
+// ---------------------------------------------------------------------------------------
+// Global memory
+
+/// A slice [start, start + size) of one dimension: tp::ds(start, size), as pl.ds.
+struct ds {
+  long long start;
+  long long size;
+};
+
+template <class Tile, class... Tiles>
+inline constexpr int tile_index_v = [] {
+  int i = 0, found = -1;
+  ((found = (found < 0 && std::is_same_v<Tile, Tiles>) ? i : found, ++i), ...);
+  return found;
+}();
+
+/// A view of a tensor in global memory. Tiles... are the blocks the kernel moves with TMA;
+/// the host built one tensor map for each of them.
+template <class T, int R, class... Tiles>
+struct gmem_ref {
+  static_assert(element_type<T>, "tilepipe: gmem_ref of an unsupported element type");
+  static_assert(R >= 1 && R <= max_tma_rank, "tilepipe: tensors have 1 to 5 dimensions");
+  static_assert((is_tile_v<Tiles> && ...), "tilepipe: gmem_ref<T, R, Tiles...> takes tp::tile<...> types");
+  static_assert(((Tiles::block_type::rank == R) && ...),
+                "tilepipe: a tile's block rank must equal the tensor's rank (squeeze dimensions with tp::squeezed)");
+
+  using value_type = T;
+  static constexpr int rank = R;
+  static constexpr int num_maps = sizeof...(Tiles);
+  using tile_pointers = cuda::std::tuple<Tiles*...>;  // the tile list, as values the host can iterate
+
+  T* data = nullptr;           // first element of this view
+  long long shape[R] = {};     // extents of this view
+  long long stride[R] = {};    // in elements
+  long long origin[R] = {};    // position of this view inside the tensor the maps describe
+  const tma_desc* maps = nullptr;
+
+  template <class Tile>
+  static constexpr bool has_tile = tile_index_v<Tile, Tiles...> >= 0;
+
+  /// The tensor map built for Tile.
+  template <class Tile>
+  TP_HD const tma_desc& map() const {
+    static_assert(has_tile<Tile>,
+                  "tilepipe: this gmem_ref has no tensor map for the block spec's tile: list the tile "
+                  "in the kernel parameter's type, tp::gmem<T, R, tile...>");
+    return maps[tile_index_v<Tile, Tiles...>];
+  }
+
+  /// Slices every dimension: x.at(tp::ds(0, 128), tp::ds(64, 64)).
+  template <class... S>
+    requires(sizeof...(S) == R && (std::is_same_v<S, ds> && ...))
+  TP_HD gmem_ref at(S... s) const {
+    const ds sl[R] = {s...};
+    gmem_ref r = *this;
+    for (int d = 0; d < R; ++d) {
+      TP_REQUIRE(sl[d].start >= 0 && sl[d].size >= 0 && sl[d].start + sl[d].size <= shape[d],
+                 "gmem slice [%lld, %lld) of dimension %d is outside the view's extent %lld", sl[d].start,
+                 sl[d].start + sl[d].size, d, shape[d]);
+      r.data += sl[d].start * stride[d];
+      r.origin[d] += sl[d].start;
+      r.shape[d] = sl[d].size;
+    }
+    return r;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Shared memory
+
+/// A view of rows [row0, row0 + Rows) of a tile in shared memory. With Transposed, the
+/// logical shape is (Layout::cols, Rows) and element (i, j) is stored at (j, i): the
+/// "transposed view" transform used for wgmma operands.
+template <class T, class Layout, int Rows = Layout::rows, bool Transposed = false>
+struct smem_ref {
+  using value_type = T;
+  using layout = Layout;
+  static constexpr bool transposed = Transposed;
+  static constexpr int rows = Transposed ? Layout::cols : Rows;  // logical shape
+  static constexpr int cols = Transposed ? Rows : Layout::cols;
+  static constexpr int stored_rows = Rows;
+  static constexpr int bytes = Layout::bytes;
+
+  T* base = nullptr;  // start of the tile (aligned to its swizzle period)
+  int row0 = 0;       // first stored row of this view
+
+  /// Address of logical element (i, j).
+  TP_HD T* ptr(int i, int j) const {
+    const int r = Transposed ? j : i, c = Transposed ? i : j;
+    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(base) + Layout::offset(row0 + r, c));
+  }
+  TP_HD T& operator()(int i, int j) const { return *ptr(i, j); }
+
+};
+
+/// The SMEM view type of a tile of element type T.
+template <class T, class Tile>
+using smem = smem_ref<T, tile_layout<Tile, static_cast<int>(sizeof(T))>>;
+
+/// Stored rows [start, start + Count) of a view: tp::rows<64>(a_smem, 64 * wg).
+template <int Count, class T, class L, int Rows, bool Tr>
+TP_HD smem_ref<T, L, Count, Tr> rows(const smem_ref<T, L, Rows, Tr>& r, int start) {
+  static_assert(Count <= Rows, "tilepipe: row slice longer than the view");
+  return {r.base, r.row0 + start};
+}
+
+/// The transposed view of an SMEM ref (Pallas' TransposeTransform): logical (i, j) reads
+/// stored (j, i). wgmma takes a transposed view of an N x K block as a K-major B operand.
+template <class T, class L, int Rows, bool Tr>
+TP_HD smem_ref<T, L, Rows, !Tr> transpose(const smem_ref<T, L, Rows, Tr>& r) {
+  return {r.base, r.row0};
+}
+
+template <class R>
+inline constexpr bool is_smem_ref_v = false;
+template <class T, class L, int Rows, bool Tr>
+inline constexpr bool is_smem_ref_v<smem_ref<T, L, Rows, Tr>> = true;
+
+// ---------------------------------------------------------------------------------------
+// Barriers
+
+/// An mbarrier in shared memory (8 bytes).
+struct barrier_ref {
+  std::uint64_t* ptr = nullptr;
+};
+
+/// N mbarriers, each completing a phase after Arrivals arrivals (scratch allocation).
+template <int N, int Arrivals = 1>
+struct barriers {
+  static constexpr int count = N;
+  static constexpr int arrivals = Arrivals;
+  static constexpr int bytes = 8 * N;
+  std::uint64_t* ptr = nullptr;
+  TP_HD barrier_ref operator[](int i) const { return {ptr + i}; }
+};
+
+}  // namespace tilepipe

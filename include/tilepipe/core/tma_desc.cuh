@@ -1,0 +1,66 @@
+// The tensor-map description shared by both backends. The host fills it for every
+// (tensor, tile) a kernel declares: the GPU backend encodes `map` with the driver's
+// cuTensorMapEncodeTiled; the interpreter's copy engine reads the plain fields, which are
+// the same facts the driver encodes (address, dims, strides, box, swizzle).
+#pragma once
+
+#include "block.cuh"
+#include "config.cuh"
+#include "layout.cuh"
+
+#include <cuda.h>
+
+namespace tilepipe {
+
+inline constexpr int max_tma_rank = 5;
+inline constexpr int max_tma_box = 256;
+
+struct tma_desc {
+  CUtensorMap map;                 // 128 bytes, 64-byte aligned: used by the GPU's TMA unit
+  const void* global = nullptr;    // base address of the whole tensor
+  int rank = 0;                    // TMA order: dimension 0 is the innermost
+  int elem_bytes = 0;
+  int swizzle = 0;                 // bytes: 0, 32, 64, 128
+  long long dims[max_tma_rank] = {};
+  long long stride_bytes[max_tma_rank] = {};  // stride_bytes[0] == elem_bytes
+  int box[max_tma_rank] = {};
+};
+
+/// How one tile is moved: the TMA box and how many boxes (panels x row chunks) make it.
+template <class Tile, int E>
+struct tma_plan {
+  using layout = tile_layout<Tile, E>;
+  using block_type = typename Tile::block_type;
+  static constexpr int rank = block_type::rank;
+  static constexpr bool chunk_rows = rank == 2 && block_type::dims[0].size > max_tma_box;
+  static constexpr int chunk = chunk_rows ? max_tma_box : (rank >= 2 ? block_type::dims[0].size : 1);
+  static constexpr int chunks = chunk_rows ? block_type::dims[0].size / max_tma_box : 1;
+  static constexpr int boxes = layout::panels * chunks;
+
+  static_assert(!chunk_rows || block_type::dims[0].size % max_tma_box == 0,
+                "tilepipe: a 2-D block taller than 256 rows (the TMA box limit) must be a multiple of 256 rows");
+
+  /// TMA box, innermost dimension first.
+  static constexpr int box(int tma_dim) {
+    if (tma_dim == 0) return layout::panel;
+    if (tma_dim == 1 && chunk_rows) return chunk;
+    return block_type::dims[rank - 1 - tma_dim].size;
+  }
+
+  static constexpr bool box_ok() {
+    for (int d = 0; d < rank; ++d)
+      if (box(d) > max_tma_box) return false;
+    return true;
+  }
+  static_assert(box_ok(), "tilepipe: a block dimension exceeds the TMA box limit of 256 elements");
+
+  /// Coordinate offset (in TMA order) and SMEM byte offset of box b.
+  static constexpr int box_col(int b) { return (b % layout::panels) * layout::panel; }
+  static constexpr int box_row(int b) { return (b / layout::panels) * chunk; }
+  static constexpr int box_smem(int b) {
+    return (b % layout::panels) * layout::panel_bytes + (b / layout::panels) * chunk * layout::row_bytes;
+  }
+  static constexpr int box_bytes = layout::bytes / boxes;
+};
+
+}  // namespace tilepipe

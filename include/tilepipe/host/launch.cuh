@@ -1,0 +1,360 @@
+// Launching a kernel (Pallas' plgpu.kernel): a kernel is a struct whose const call
+// operator takes the kernel_context and then its parameters:
+//     struct my_kernel {
+//       static constexpr int num_threads = 1;            // warpgroups per CTA (default 1)
+//       TP_HD void operator()(tp::kernel_context& k, tp::gmem<bf16, 2, tile_a> a, ...,
+//                             tp::smem<bf16, tile_c> scratch, tp::barriers<2> bars) const;
+//     };
+// GMEM parameters bind to the launch's inputs, then to its outputs; SMEM and barrier
+// parameters are scratch, allocated (and barriers initialised) before the body runs.
+//     auto c = tp::kernel(my_kernel{}, {.grid = {m, n}, .grid_names = {"m", "n"}},
+//                         tp::out_type<bf16>(M, N))(dev, a, b);
+// The host builds a tensor map for every tile a GMEM parameter's type lists.
+#pragma once
+
+#include "../backend/interpret/cta.hpp"
+#include "../context.cuh"
+#include "../core/refs.cuh"
+#include "device.cuh"
+#include "tensor.cuh"
+#include "tensor_map.cuh"
+
+#include <cuda/std/tuple>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <random>
+#include <cxxabi.h>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <typeinfo>
+#include <vector>
+
+namespace tilepipe {
+
+/// A GMEM kernel parameter: element type, rank, and the tiles the kernel moves with TMA.
+template <class T, int R, class... Tiles>
+using gmem = gmem_ref<T, R, Tiles...>;
+
+struct launch_config {
+  std::vector<int> grid = {1};          // 1 to 3 axes; axis 0 is CUDA's x
+  std::vector<std::string> grid_names;  // optional names for axis_index("name")
+  std::size_t smem_bytes = 0;           // dynamic SMEM per CTA; 0 = the device maximum (227 KB)
+  void* stream = nullptr;               // cudaStream_t for GPU launches
+};
+
+/// An output the launch allocates (poisoned with NaN) and returns.
+template <class T, int R>
+struct out_type_t {
+  std::array<long long, R> shape;
+};
+template <class T, class... D>
+out_type_t<T, sizeof...(D)> out_type(D... dims) {
+  return {{static_cast<long long>(dims)...}};
+}
+
+namespace launch_detail {
+
+template <class P>
+inline constexpr bool is_gmem_v = false;
+template <class T, int R, class... Tiles>
+inline constexpr bool is_gmem_v<gmem_ref<T, R, Tiles...>> = true;
+template <class P>
+inline constexpr bool is_barriers_v = false;
+template <int N, int A>
+inline constexpr bool is_barriers_v<barriers<N, A>> = true;
+
+template <class P>
+constexpr int num_maps() {
+  if constexpr (is_gmem_v<P>) return P::num_maps;
+  else return 0;
+}
+
+template <class P>
+constexpr std::size_t scratch_bytes() {
+  if constexpr (is_smem_ref_v<P>) return (P::bytes + smem_alignment - 1) / smem_alignment * smem_alignment;
+  else if constexpr (is_barriers_v<P>) return (P::bytes + smem_alignment - 1) / smem_alignment * smem_alignment;
+  else return 0;
+}
+
+template <class F>
+struct signature;
+template <class K, class... P>
+struct signature<void (K::*)(kernel_context&, P...) const> {
+  using params = cuda::std::tuple<std::remove_cvref_t<P>...>;
+};
+
+template <class K>
+using params_of = typename signature<decltype(&K::operator())>::params;
+
+template <class K>
+constexpr int threads_of() {
+  if constexpr (requires { K::num_threads; }) return K::num_threads;
+  else return 1;
+}
+
+/// Everything a CTA needs, passed by value as the kernel's __grid_constant__ parameter.
+template <class K, class Params>
+struct kernel_params;
+
+template <class K, class... P>
+struct kernel_params<K, cuda::std::tuple<P...>> {
+  static constexpr int total_maps = (0 + ... + num_maps<P>());
+  static constexpr std::size_t static_scratch = (0 + ... + scratch_bytes<P>());
+  static constexpr int num_gmem = (0 + ... + (is_gmem_v<P> ? 1 : 0));
+  static_assert(diagnostic::smem_over_budget<static_scratch, smem_capacity>::ok);
+
+  K kernel;
+  grid_info grid;
+  tma_desc maps[total_maps > 0 ? total_maps : 1];
+  cuda::std::tuple<P...> args;
+};
+
+/// Index of the first map of parameter I.
+template <std::size_t I, class... P>
+constexpr int map_offset() {
+  int s = 0, i = 0;
+  ((s += (i++ < static_cast<int>(I) ? num_maps<P>() : 0)), ...);
+  return s;
+}
+
+template <std::size_t I, class KP, class... P>
+TP_HD auto bind_one(const KP& p, kernel_context& ctx, cuda::std::tuple<P...>*) {
+  using Param = cuda::std::tuple_element_t<I, cuda::std::tuple<P...>>;
+  if constexpr (is_gmem_v<Param>) {
+    Param r = cuda::std::get<I>(p.args);
+    r.maps = p.maps + map_offset<I, P...>();
+    return r;
+  } else if constexpr (is_smem_ref_v<Param>) {
+    return Param{reinterpret_cast<typename Param::value_type*>(ctx.allocate(Param::bytes, "SMEM scratch")), 0};
+  } else if constexpr (is_barriers_v<Param>) {
+    Param b{reinterpret_cast<std::uint64_t*>(ctx.allocate(Param::bytes, "barrier scratch"))};
+    if (ctx.cta_leader())
+      for (int i = 0; i < Param::count; ++i) {
+        prim::mbarrier_init(b.ptr + i, Param::arrivals);
+        prim::mbarrier_name(b.ptr + i, "scratch", static_cast<int>(I), i);
+      }
+    return b;
+  } else {
+    static_assert(sizeof(Param) == 0,
+                  "tilepipe: kernel parameters are tp::gmem<...>, tp::smem<...> or tp::barriers<...>; put scalars "
+                  "in the kernel struct's members");
+  }
+}
+
+/// The body of one CTA, the same on both backends.
+template <class K, class KP, std::size_t... I>
+TP_HD void run_cta(const KP& p, const int (&cta)[max_grid_rank], cuda::std::index_sequence<I...>) {
+  kernel_context ctx(p.grid, cta);
+  using params = decltype(p.args);
+  auto args = cuda::std::make_tuple(bind_one<I>(p, ctx, static_cast<std::remove_cvref_t<params>*>(nullptr))...);
+  if (ctx.cta_leader()) prim::fence_barrier_init();
+  ctx.sync_threads();
+  cuda::std::apply([&](auto&... a) { p.kernel(ctx, a...); }, args);
+}
+
+#if TP_HAS_CUDA_COMPILER
+template <class K, class KP>
+__global__ void __launch_bounds__(threads_of<K>() * warpgroup_size, 1) gpu_entry(const __grid_constant__ KP p) {
+  const int cta[max_grid_rank] = {static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                  static_cast<int>(blockIdx.z)};
+  run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
+}
+#endif
+
+template <class K>
+std::string kernel_name() {
+  int status = 0;
+  char* n = abi::__cxa_demangle(typeid(K).name(), nullptr, nullptr, &status);
+  std::string s = status == 0 && n ? n : typeid(K).name();
+  std::free(n);
+  return s;
+}
+
+template <class K, class KP>
+void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, const interpret::options& opt) {
+  constexpr int nt = threads_of<K>();
+  const int gx = p.grid.extent[0], gy = p.grid.extent[1], gz = p.grid.extent[2];
+  std::vector<std::array<int, 3>> order;
+  for (int z = 0; z < gz; ++z)
+    for (int y = 0; y < gy; ++y)
+      for (int x = 0; x < gx; ++x) order.push_back({x, y, z});
+  if (opt.shuffle_ctas) {
+    std::mt19937_64 rng(opt.seed);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  const std::string name = kernel_name<K>();
+  for (const auto& c : order) {
+    const int cta[max_grid_rank] = {c[0], c[1], c[2]};
+    std::string cta_name = "(" + std::to_string(c[0]);
+    for (std::size_t a = 1; a < cfg.grid.size(); ++a) cta_name += ", " + std::to_string(c[a]);
+    cta_name += ")";
+    interpret::cta_state st(nt, smem, opt, name, cta_name);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < nt; ++i)
+      threads.emplace_back([&, i] {
+        interpret::current() = {&st, i};
+        try {
+          st.sched.enter(i);
+          run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
+          st.on_warpgroup_exit(i);
+        } catch (const interpret::cta_aborted&) {
+        } catch (const std::exception& e) {
+          st.sched.abort(std::string("warpgroup ") + std::to_string(i) + ": " + e.what());
+        }
+        st.sched.finish(i);
+        interpret::current() = {};
+      });
+    for (auto& t : threads) t.join();
+    if (st.sched.aborted()) throw error("tilepipe: kernel " + name + ", CTA " + cta_name + ": " + st.sched.reason());
+    st.check_exit();
+  }
+}
+
+template <class T, int R>
+tensor_view<T, R> as_view(const tensor<T, R>& t) {
+  return t.view();
+}
+template <class T, int R>
+tensor_view<T, R> as_view(const tensor_view<T, R>& v) {
+  return v;
+}
+
+template <class Param, class Arg>
+Param make_gmem_param(const Arg& a, tma_desc* maps, bool gpu, int index) {
+  using T = typename Param::value_type;
+  constexpr int R = Param::rank;
+  static_assert(std::is_convertible_v<const Arg&, tensor_view<T, R>> || std::is_convertible_v<const Arg&, const tensor_view<T, R>&>,
+                "tilepipe: a kernel argument's element type or rank differs from its tp::gmem<T, R, ...> parameter");
+  const tensor_view<T, R> v = as_view(a);
+  if (v.on_gpu != gpu)
+    detail::throw_formatted("kernel argument %d lives in %s memory but the launch runs on the %s", index,
+                            v.on_gpu ? "GPU" : "host", gpu ? "GPU" : "interpreter");
+  Param r;
+  r.data = v.data;
+  for (int d = 0; d < R; ++d) r.shape[d] = v.shape[d], r.stride[d] = v.stride[d], r.origin[d] = 0;
+  int m = 0;
+  cuda::std::apply(
+      [&](auto*... tiles) {
+        const std::string what = "kernel argument " + std::to_string(index);
+        ((maps[m++] = host::make_tensor_map<std::remove_pointer_t<decltype(tiles)>>(v, gpu, what.c_str())), ...);
+      },
+      typename Param::tile_pointers{});
+  return r;
+}
+
+}  // namespace launch_detail
+
+template <class K, class... Outs>
+class kernel_launcher {
+  using params = launch_detail::params_of<K>;
+  using kp_type = launch_detail::kernel_params<K, params>;
+
+ public:
+  kernel_launcher(K k, launch_config cfg, Outs... outs) : k_(k), cfg_(std::move(cfg)), outs_(outs...) {}
+
+  /// Launches on `dev` with the given inputs (tensors or tensor_views); returns the
+  /// outputs it allocated: nothing, one tensor, or a std::tuple of them.
+  template <class... In>
+  auto operator()(const device& dev, const In&... inputs) const {
+    static_assert(sizeof...(In) + sizeof...(Outs) == kp_type::num_gmem,
+                  "tilepipe: a kernel launch binds one tensor (input or out_type) to every tp::gmem parameter");
+    auto outputs = std::apply([&](const auto&... o) { return std::make_tuple(make_output(dev, o)...); }, outs_);
+    std::apply([&](const auto&... o) { launch(dev, inputs..., o...); }, outputs);
+    if constexpr (sizeof...(Outs) == 0) return;
+    else if constexpr (sizeof...(Outs) == 1) return std::move(std::get<0>(outputs));
+    else return outputs;
+  }
+
+ private:
+  template <class T, int R>
+  static tensor<T, R> make_output(const device& dev, const out_type_t<T, R>& o) {
+    tensor<T, R> t(dev, o.shape);
+    t.poison();
+    return t;
+  }
+
+  template <class... A>
+  void launch(const device& dev, const A&... args) const {
+    const bool gpu = dev.is_gpu();
+    auto p = std::make_unique<kp_type>();
+    p->kernel = k_;
+    fill_grid(p->grid);
+    fill_params(*p, gpu, cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{}, args...);
+    const std::size_t smem = cfg_.smem_bytes ? cfg_.smem_bytes : smem_capacity;
+    if (smem > smem_capacity)
+      detail::throw_formatted("launch asks for %zu bytes of shared memory per CTA; sm_90 allows %zu", smem, smem_capacity);
+    if (kp_type::static_scratch != 0 && kp_type::static_scratch > smem)
+      detail::throw_formatted("shared memory over budget: the kernel's scratch needs %zu bytes, the launch gives %zu",
+                              kp_type::static_scratch, smem);
+    if (!gpu) {
+      launch_detail::run_interpreted<K>(*p, cfg_, smem, dev.interpreter);
+      return;
+    }
+#if TP_HAS_CUDA_COMPILER
+    auto entry = launch_detail::gpu_entry<K, kp_type>;
+    TP_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const dim3 grid(p->grid.extent[0], p->grid.extent[1], p->grid.extent[2]);
+    entry<<<grid, launch_detail::threads_of<K>() * warpgroup_size, smem, static_cast<cudaStream_t>(cfg_.stream)>>>(*p);
+    TP_CUDA_CHECK(cudaGetLastError());
+#endif
+  }
+
+  void fill_grid(grid_info& g) const {
+    constexpr int nt = launch_detail::threads_of<K>();
+    static_assert(nt >= 1 && nt <= max_warpgroups, "tilepipe: num_threads (warpgroups per CTA) must be 1..4");
+    const int rank = static_cast<int>(cfg_.grid.size());
+    if (rank < 1 || rank > max_grid_rank)
+      detail::throw_formatted("the launch grid has %d axes; tilepipe supports 1 to 3", rank);
+    if (!cfg_.grid_names.empty() && static_cast<int>(cfg_.grid_names.size()) != rank)
+      detail::throw_formatted("%zu grid names for a grid of %d axes", cfg_.grid_names.size(), rank);
+    g.rank = rank;
+    g.num_warpgroups = nt;
+    for (int a = 0; a < rank; ++a) {
+      if (cfg_.grid[a] <= 0) detail::throw_formatted("empty grid: axis %d has extent %d", a, cfg_.grid[a]);
+      g.extent[a] = cfg_.grid[a];
+      if (!cfg_.grid_names.empty()) {
+        if (cfg_.grid_names[a].size() >= static_cast<std::size_t>(max_axis_name))
+          detail::throw_formatted("grid axis name '%s' is longer than %d characters", cfg_.grid_names[a].c_str(),
+                                  max_axis_name - 1);
+        std::memcpy(g.names[a], cfg_.grid_names[a].c_str(), cfg_.grid_names[a].size() + 1);
+      }
+    }
+  }
+
+  template <std::size_t... I, class... A>
+  static void fill_params(kp_type& p, bool gpu, cuda::std::index_sequence<I...>, const A&... args) {
+    const auto bound = std::tie(args...);
+    (fill_param<I>(p, gpu, bound), ...);
+  }
+
+  template <std::size_t I, class Bound>
+  static void fill_param(kp_type& p, bool gpu, const Bound& bound) {
+    using Param = cuda::std::tuple_element_t<I, params>;
+    if constexpr (launch_detail::is_gmem_v<Param>) {
+      static_assert(I < std::tuple_size_v<Bound>, "tilepipe: gmem parameters come before scratch parameters");
+      constexpr int offset = map_offset_of<I>(cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{});
+      cuda::std::get<I>(p.args) =
+          launch_detail::make_gmem_param<Param>(std::get<I>(bound), p.maps + offset, gpu, static_cast<int>(I));
+    }
+  }
+
+  template <std::size_t I, std::size_t... J>
+  static constexpr int map_offset_of(cuda::std::index_sequence<J...>) {
+    return launch_detail::map_offset<I, cuda::std::tuple_element_t<J, params>...>();
+  }
+
+  K k_;
+  launch_config cfg_;
+  std::tuple<Outs...> outs_;
+};
+
+/// Prepares a launch of kernel `k`; call the result with a device and the inputs.
+template <class K, class... Outs>
+kernel_launcher<K, Outs...> kernel(K k, launch_config cfg, Outs... outs) {
+  return kernel_launcher<K, Outs...>(k, std::move(cfg), outs...);
+}
+
+}  // namespace tilepipe

@@ -1,0 +1,99 @@
+// Builds the tensor map of one (tensor, tile) pair on the host: checks every TMA rule and
+// says exactly which one a tensor breaks, fills the description the interpreter uses, and
+// on the GPU encodes the CUtensorMap with the driver's cuTensorMapEncodeTiled, reached
+// through cudaGetDriverEntryPointByVersion so that nothing links libcuda.
+#pragma once
+
+#include "../core/dtypes.cuh"
+#include "../core/error.cuh"
+#include "../core/tma_desc.cuh"
+#include "device.cuh"
+#include "tensor.cuh"
+
+#include <cstring>
+
+namespace tilepipe::host {
+
+#if TP_HAS_CUDA_COMPILER
+using encode_tiled_fn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                     const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+inline encode_tiled_fn encode_tiled() {
+  static encode_tiled_fn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    TP_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !p) throw error("tilepipe: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<encode_tiled_fn>(p);
+  }();
+  return fn;
+}
+#endif
+
+/// The tensor map for moving blocks of Tile out of / into `t` with TMA.
+template <class Tile, class T, int R>
+tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what) {
+  using plan = tma_plan<Tile, static_cast<int>(sizeof(T))>;
+  constexpr int e = static_cast<int>(sizeof(T));
+  tma_desc d{};
+  std::memset(&d.map, 0, sizeof d.map);
+  d.global = t.data;
+  d.rank = R;
+  d.elem_bytes = e;
+  d.swizzle = Tile::swizzle_bytes;
+
+  const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
+  if (addr % 16 != 0)
+    detail::throw_formatted("%s: tensor data at %p is not 16-byte aligned, which TMA requires", what, t.data);
+  if (t.stride[R - 1] != 1)
+    detail::throw_formatted("%s: the innermost dimension must be contiguous (stride 1) for TMA, but its stride is %lld",
+                            what, t.stride[R - 1]);
+  for (int d0 = 0; d0 < R; ++d0) {
+    const int td = R - 1 - d0;  // TMA order: innermost first
+    if (t.shape[d0] <= 0)
+      detail::throw_formatted("%s: dimension %d has extent %lld; TMA cannot describe an empty tensor", what, d0,
+                              t.shape[d0]);
+    if (t.shape[d0] > (1ll << 32))
+      detail::throw_formatted("%s: dimension %d has extent %lld, over the TMA limit of 2^32", what, d0, t.shape[d0]);
+    d.dims[td] = t.shape[d0];
+    d.stride_bytes[td] = t.stride[d0] * e;
+    d.box[td] = plan::box(td);
+    if (td > 0 && (d.stride_bytes[td] % 16 != 0 || d.stride_bytes[td] <= 0))
+      detail::throw_formatted(
+          "%s: the stride of dimension %d is %lld bytes; TMA needs positive strides that are multiples of 16 bytes "
+          "(pad the rows)",
+          what, d0, d.stride_bytes[td]);
+    if (td > 0 && d.stride_bytes[td] >= (1ll << 40))
+      detail::throw_formatted("%s: the stride of dimension %d is %lld bytes, over the TMA limit of 2^40", what, d0,
+                              d.stride_bytes[td]);
+  }
+
+  if (gpu) {
+#if TP_HAS_CUDA_COMPILER
+    cuuint64_t dims[max_tma_rank], strides[max_tma_rank];
+    cuuint32_t box[max_tma_rank], estr[max_tma_rank];
+    for (int i = 0; i < R; ++i) {
+      dims[i] = static_cast<cuuint64_t>(d.dims[i]);
+      strides[i] = static_cast<cuuint64_t>(d.stride_bytes[i + 1 < R ? i + 1 : i]);
+      box[i] = static_cast<cuuint32_t>(d.box[i]);
+      estr[i] = 1;
+    }
+    const auto swz = Tile::swizzle_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                     : Tile::swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                     : Tile::swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                 : CU_TENSOR_MAP_SWIZZLE_NONE;
+    const CUresult r = encode_tiled()(&d.map, static_cast<CUtensorMapDataType>(dtype_traits<T>::tma), R,
+                                      const_cast<void*>(static_cast<const void*>(t.data)), dims, strides, box, estr,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      detail::throw_formatted("%s: cuTensorMapEncodeTiled rejected the tensor map (CUresult %d)", what, static_cast<int>(r));
+#else
+    throw error("tilepipe: GPU tensor maps need a translation unit compiled by nvcc");
+#endif
+  }
+  return d;
+}
+
+}  // namespace tilepipe::host

@@ -1,0 +1,8 @@
+// The host side: devices, tensors, tensor maps and kernel launches.
+#pragma once
+
+#include "host/device.cuh"
+#include "host/launch.cuh"
+#include "host/tensor.cuh"
+#include "host/tensor_map.cuh"
+#include "host/timing.cuh"

@@ -1,0 +1,139 @@
+// Block copies between global and shared memory through TMA, used by the pipelines and
+// directly by kernels (Pallas' copy_gmem_to_smem / copy_smem_to_gmem / commit_smem).
+// A block is addressed by its block index, as index maps return it; a block made of
+// several TMA boxes (column panels, row chunks) is moved box by box.
+#pragma once
+
+#include "../backend/primitives.cuh"
+#include "../core/index_map.cuh"
+#include "../core/refs.cuh"
+#include "../core/tma_desc.cuh"
+
+namespace tilepipe {
+
+namespace detail {
+
+/// TMA coordinates (innermost first) of the first element of block `bi` of `g`.
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void block_coords(const G& g, const index<G::rank>& bi, int (&co)[G::rank]) {
+  using B = typename Tile::block_type;
+#pragma unroll
+  for (int d = 0; d < G::rank; ++d) {
+    const long long e = B::kind_at(d) == dim_kind::blocked ? static_cast<long long>(bi.v[d]) * B::size_at(d)
+                                                           : static_cast<long long>(bi.v[d]);
+    co[G::rank - 1 - d] = static_cast<int>(g.origin[d] + e);
+  }
+#if !TP_DEVICE_PASS
+  // A block that crosses the end of a slice but not of the tensor would read or write
+  // memory outside the slice: TMA bounds are the tensor's. Only whole blocks may overhang
+  // a slice that ends at the tensor's edge.
+  const tma_desc& m = g.template map<Tile>();
+  for (int d = 0; d < G::rank; ++d) {
+    const long long start = co[G::rank - 1 - d] - g.origin[d], size = B::size_at(d);
+    const long long tensor_end = m.dims[G::rank - 1 - d] - g.origin[d];
+    if (start + size > g.shape[d] && g.shape[d] < tensor_end)
+      detail::throw_formatted(
+          "block [%lld, %lld) of dimension %d crosses the end (%lld) of a gmem slice that does not end at the "
+          "tensor's edge: TMA would touch elements outside the slice",
+          start, start + size, d, g.shape[d]);
+  }
+#endif
+}
+
+}  // namespace detail
+
+/// Bytes one block of Tile occupies in SMEM (and the transaction bytes its load delivers).
+template <class Tile, class T>
+inline constexpr std::uint32_t block_bytes_v = tile_layout<Tile, static_cast<int>(sizeof(T))>::bytes;
+
+/// leader: loads block `bi` of `g` into `dst`; completes block_bytes_v transaction bytes on bar.
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar) {
+  using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
+  int co[G::rank];
+  detail::block_coords<Tile>(g, bi, co);
+  const tma_desc& map = g.template map<Tile>();
+#pragma unroll
+  for (int b = 0; b < plan::boxes; ++b) {
+    int c[G::rank];
+#pragma unroll
+    for (int d = 0; d < G::rank; ++d) c[d] = co[d];
+    c[0] += plan::box_col(b);
+    if constexpr (G::rank > 1) c[1] += plan::box_row(b);
+    prim::tma_load(map, static_cast<unsigned char*>(dst) + plan::box_smem(b), c, bar);
+  }
+}
+
+/// leader: stores `src` to block `bi` of `g` (elements outside the tensor are dropped).
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi, const void* src) {
+  using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
+  int co[G::rank];
+  detail::block_coords<Tile>(g, bi, co);
+  const tma_desc& map = g.template map<Tile>();
+#pragma unroll
+  for (int b = 0; b < plan::boxes; ++b) {
+    int c[G::rank];
+#pragma unroll
+    for (int d = 0; d < G::rank; ++d) c[d] = co[d];
+    c[0] += plan::box_col(b);
+    if constexpr (G::rank > 1) c[1] += plan::box_row(b);
+    prim::tma_store(map, static_cast<const unsigned char*>(src) + plan::box_smem(b), c);
+  }
+}
+
+// ---- the collective API kernels use ----------------------------------------------------
+
+/// Makes this warpgroup's ordinary SMEM writes visible to TMA and wgmma (Pallas' commit_smem).
+TP_HD TP_FORCEINLINE void commit_smem() {
+  prim::fence_proxy_async();
+  prim::warpgroup_sync();
+}
+
+/// Stores an SMEM block to block `bi` of `dst` and commits it as one bulk group.
+/// Call commit_smem() after writing src; wait with wait_smem_to_gmem<N>().
+template <class T, class L, int Rows, class G>
+TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, false>& src, const G& dst,
+                                            const index<G::rank>& bi) {
+  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename G::value_type>>,
+                "tilepipe: SMEM and GMEM element types differ");
+  static_assert(Rows == L::rows, "tilepipe: copy whole blocks (the TMA box covers the full tile)");
+  if (prim::leader()) {
+    issue_block_store<typename L::tile_type>(dst, bi, src.base);
+    prim::bulk_commit();
+  }
+}
+
+/// Waits until at most N committed store groups of this warpgroup are pending; with
+/// ReadOnly, until they no longer read SMEM (the SMEM may then be rewritten).
+template <int N, bool ReadOnly = false>
+TP_HD TP_FORCEINLINE void wait_smem_to_gmem() {
+  if (prim::leader()) {
+    if constexpr (ReadOnly) prim::bulk_wait_read<N>();
+    else prim::bulk_wait<N>();
+  }
+  prim::warpgroup_sync();
+}
+
+/// Starts loading block `bi` of `src` into `dst`; completes on `bar` (arrives once with
+/// the block's transaction bytes). Wait with barrier_wait.
+template <class T, class L, int Rows, class G>
+TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const index<G::rank>& bi, const smem_ref<T, L, Rows, false>& dst,
+                                            barrier_ref bar) {
+  static_assert(Rows == L::rows, "tilepipe: copy whole blocks (the TMA box covers the full tile)");
+  if (prim::leader()) {
+    prim::mbarrier_arrive_expect_tx(bar.ptr, block_bytes_v<typename L::tile_type, T>);
+    issue_block_load<typename L::tile_type>(src, bi, dst.base, bar.ptr);
+  }
+}
+
+/// Waits for the phase of `bar` with the given parity (Pallas' barrier_wait).
+TP_HD TP_FORCEINLINE void barrier_wait(barrier_ref bar, std::uint32_t parity) { prim::mbarrier_wait(bar.ptr, parity); }
+
+/// Arrives on `bar` once for the whole warpgroup (after all its threads got here).
+TP_HD TP_FORCEINLINE void barrier_arrive(barrier_ref bar) {
+  prim::warpgroup_sync();
+  if (prim::leader()) prim::mbarrier_arrive(bar.ptr);
+}
+
+}  // namespace tilepipe

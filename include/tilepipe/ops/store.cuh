@@ -1,0 +1,46 @@
+// Moving register fragments to and from shared memory (any layout, swizzled included).
+#pragma once
+
+#include "../core/refs.cuh"
+#include "fragment.cuh"
+
+namespace tilepipe {
+
+/// Writes a fragment into an SMEM view of the same shape, converting to the view's type.
+/// Follow it with commit_smem() before TMA or wgmma read the view.
+template <class T, int M, int N, class Ref>
+TP_HD TP_FORCEINLINE void store(const Ref& dst, const fragment<T, M, N>& f) {
+  static_assert(is_smem_ref_v<Ref>, "tilepipe: store(dst, fragment) writes to an SMEM view");
+  static_assert(Ref::rows == M && Ref::cols == N, "tilepipe: store: the view and the fragment differ in shape");
+  using U = typename Ref::value_type;
+#if TP_DEVICE_PASS
+  // Each thread holds pairs of neighbouring columns: one 4- or 8-byte store per pair.
+#pragma unroll
+  for (int b = 0; b < M / 64; ++b)
+#pragma unroll
+    for (int i = 0; i < N / 2; i += 2) {
+      const int r = detail::frag_row(b, i), c = detail::frag_col(i);
+      if constexpr (sizeof(U) == 2 && !Ref::transposed) {
+        struct alignas(4) pair { U x, y; };
+        *reinterpret_cast<pair*>(dst.ptr(r, c)) = pair{from_float<U>(to_float(f.v[b][i])), from_float<U>(to_float(f.v[b][i + 1]))};
+      } else {
+        *dst.ptr(r, c) = from_float<U>(to_float(f.v[b][i]));
+        *dst.ptr(r, c + 1) = from_float<U>(to_float(f.v[b][i + 1]));
+      }
+    }
+#else
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < N; ++c) *dst.ptr(r, c) = from_float<U>(to_float(f.v[r * N + c]));
+#endif
+}
+
+/// Reads an SMEM view into a fragment of type T.
+template <class T, class Ref>
+TP_HD TP_FORCEINLINE fragment<T, Ref::rows, Ref::cols> load(const Ref& src) {
+  static_assert(is_smem_ref_v<Ref>, "tilepipe: load(src) reads an SMEM view");
+  fragment<T, Ref::rows, Ref::cols> f;
+  f.for_each([&](T& x, int r, int c) { x = from_float<T>(to_float(*src.ptr(r, c))); });
+  return f;
+}
+
+}  // namespace tilepipe

@@ -1,0 +1,129 @@
+// Warpgroup matrix multiply-accumulate: acc (M x N, f32) += A (M x K) * B (K x N).
+//
+// A and B are SMEM views of 16-bit tiles with a swizzled layout; A may also be a register
+// fragment. Each operand is read K-major or MN-major as it is stored:
+//   A stored (M rows, K cols): K-major;   transposed view of a (K, M) tile: MN-major;
+//   B stored (K rows, N cols): MN-major;  transposed view of an (N, K) tile: K-major.
+// tp::wgmma issues the instructions and commits them as one group; they run
+// asynchronously until tp::wgmma_wait<n>() (Pallas' wgmma / wgmma_wait).
+#pragma once
+
+#include "../backend/primitives.cuh"
+#include "../core/refs.cuh"
+#include "../core/wgmma_desc.cuh"
+#include "fragment.cuh"
+
+namespace tilepipe {
+
+namespace detail {
+
+/// Descriptor of the 64 (or N) x 16 operand block starting at logical (mn0, k0) of a view
+/// whose MN dimension is stored as rows (K-major) or as columns (MN-major).
+template <bool MnIsStoredCols, class Ref>
+TP_HD TP_FORCEINLINE std::uint64_t operand_desc(const Ref& r, int mn0, int k0) {
+  using L = typename Ref::layout;
+  using T = typename Ref::value_type;
+  constexpr int e = static_cast<int>(sizeof(T));
+  const int row = MnIsStoredCols ? k0 : mn0;  // stored coordinates of the block's start
+  const int col = MnIsStoredCols ? mn0 : k0;
+  const int off = (col / L::panel) * L::panel_bytes + (r.row0 + row) * L::row_bytes + (col % L::panel) * e;
+  const std::uint32_t addr = prim::smem_address(r.base) + static_cast<std::uint32_t>(off);
+  return make_wgmma_desc(addr, MnIsStoredCols ? L::panel_bytes : 16, 8 * L::row_bytes, L::swizzle);
+}
+
+template <class Ref>
+TP_HD constexpr void check_operand() {
+  using L = typename Ref::layout;
+  static_assert(wgmma_operand_type<typename Ref::value_type>, "tilepipe: wgmma operands are bf16 or f16");
+  static_assert(L::swizzle != 0,
+                "tilepipe: wgmma reads swizzled SMEM tiles: give the operand's tile tp::swizzle<32|64|128>");
+}
+
+}  // namespace detail
+
+/// acc (+)= a * b with A and B in shared memory; `accumulate = false` overwrites acc.
+template <int M, int N, class A, class B>
+TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const A& a, const B& b, bool accumulate = true) {
+  static_assert(is_smem_ref_v<A> && is_smem_ref_v<B>, "tilepipe: wgmma(acc, a, b) takes SMEM views (or a fragment as a)");
+  detail::check_operand<A>();
+  detail::check_operand<B>();
+  using T = typename A::value_type;
+  static_assert(std::is_same_v<T, typename B::value_type>, "tilepipe: wgmma operands must have the same type");
+  static_assert(A::rows == M, "tilepipe: wgmma: A has M rows (the accumulator's rows)");
+  static_assert(B::cols == N, "tilepipe: wgmma: B has N columns (the accumulator's columns)");
+  static_assert(A::cols == B::rows, "tilepipe: wgmma: A's columns and B's rows (K) differ");
+  static_assert(A::cols % 16 == 0, "tilepipe: wgmma: K must be a multiple of 16");
+  static_assert(N % 8 == 0 && N >= 8 && N <= 256, "tilepipe: wgmma: N must be a multiple of 8 in 8..256");
+  constexpr int K = A::cols;
+  constexpr bool a_mn_major = A::transposed;   // stored (K, M)
+  constexpr bool b_mn_major = !B::transposed;  // stored (K, N)
+
+  prim::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    const std::uint64_t db = detail::operand_desc<b_mn_major>(b, 0, 16 * ks);
+#pragma unroll
+    for (int mb = 0; mb < M / 64; ++mb) {
+      const std::uint64_t da = detail::operand_desc<a_mn_major>(a, 64 * mb, 16 * ks);
+      prim::wgmma_ss<N, T, a_mn_major, b_mn_major>(acc.block(mb), N, da, db, (accumulate || ks > 0) ? 1 : 0);
+    }
+  }
+  prim::wgmma_commit();
+}
+
+/// acc (+)= a * b with A in registers (a 16-bit fragment, e.g. softmax probabilities).
+template <int M, int N, class T, int K, class B>
+TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const fragment<T, M, K>& a, const B& b, bool accumulate = true) {
+  static_assert(is_smem_ref_v<B>, "tilepipe: wgmma(acc, a_fragment, b): b is an SMEM view");
+  detail::check_operand<B>();
+  static_assert(std::is_same_v<T, typename B::value_type>, "tilepipe: wgmma operands must have the same type");
+  static_assert(B::cols == N && B::rows == K, "tilepipe: wgmma: B must be K x N");
+  static_assert(K % 16 == 0 && N % 8 == 0 && N <= 256, "tilepipe: wgmma: K multiple of 16, N multiple of 8 up to 256");
+  constexpr bool b_mn_major = !B::transposed;
+
+  prim::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < K / 16; ++ks) {
+    const std::uint64_t db = detail::operand_desc<b_mn_major>(b, 0, 16 * ks);
+#pragma unroll
+    for (int mb = 0; mb < M / 64; ++mb) {
+#if TP_DEVICE_PASS
+      // This thread's 8 A values of k-block ks are registers 8 ks .. 8 ks + 7 of block mb.
+      std::uint32_t regs[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const T lo = a.v[mb][8 * ks + 2 * r], hi = a.v[mb][8 * ks + 2 * r + 1];
+        std::uint16_t l, h;
+        memcpy(&l, &lo, 2);
+        memcpy(&h, &hi, 2);
+        regs[r] = static_cast<std::uint32_t>(l) | (static_cast<std::uint32_t>(h) << 16);
+      }
+      prim::wgmma_rs<N, T, b_mn_major>(acc.block(mb), N, regs, K, db, (accumulate || ks > 0) ? 1 : 0);
+#else
+      prim::wgmma_rs<N, T, b_mn_major>(acc.block(mb), N, a.v + mb * 64 * K + 16 * ks, K, db,
+                                       (accumulate || ks > 0) ? 1 : 0);
+#endif
+    }
+  }
+  prim::wgmma_commit();
+}
+
+/// Waits until at most N wgmma groups are in flight. Pass the accumulators you will read
+/// next: they are pinned so the compiler cannot read them before the wait.
+template <int N, class... Frags>
+TP_HD TP_FORCEINLINE void wgmma_wait(Frags&... frags) {
+  prim::wgmma_wait<N>();
+#if TP_DEVICE_PASS
+  auto pin = [](auto& f) {
+#pragma unroll
+    for (int b = 0; b < f.blocks; ++b)
+#pragma unroll
+      for (int i = 0; i < f.per_block; ++i) sm90::fence_register(f.v[b][i]);
+  };
+  (pin(frags), ...);
+#else
+  ((void)frags, ...);
+#endif
+}
+
+}  // namespace tilepipe

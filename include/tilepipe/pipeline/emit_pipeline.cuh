@@ -1,0 +1,239 @@
+// emit_pipeline: a software pipeline over a sequential grid, run by all warpgroups of
+// the CTA together (Pallas Mosaic GPU's emit_pipeline, with TPU output semantics).
+//
+//   auto pipe = tp::emit_pipeline(body, tp::grid(k_steps),
+//                                 tp::in_specs(a_spec, b_spec), tp::out_specs(c_spec),
+//                                 tp::max_concurrent_steps<4>, tp::delay_release<1>);
+//   pipe(k, a_gmem, b_gmem, c_gmem);                     // or: carry = pipe(k, tp::carry(c0), ...)
+//
+// The body runs once per step: body(indices, in_views..., out_views...[, carry]).
+//
+// Schedule (every input has `slots` SMEM slots and one ready barrier per slot):
+//   prologue   fetch the blocks of steps 0 .. slots-1
+//   step s     wait for each input whose block is new at s; start a new output slot for
+//              each output whose block is new at s (after that slot's last store read it);
+//              run the body;
+//              store each output whose block changes after s (or s is the last step),
+//              all stores of the step in one bulk group;
+//              for each input with s >= delay, fetch step s + slots - delay into the slot
+//              released by step s - delay (a block that did not change is not fetched).
+//   epilogue   wait for the stores.
+// Only the CTA's leader thread issues copies and arrives; every thread waits.
+#pragma once
+
+#include "../backend/primitives.cuh"
+#include "../context.cuh"
+#include "../core/block_spec.cuh"
+#include "../core/grid.cuh"
+#include "operands.cuh"
+
+#include <cuda/std/tuple>
+
+namespace tilepipe {
+
+template <class... S>
+struct in_specs_t {
+  cuda::std::tuple<S...> specs;
+};
+template <class... S>
+struct out_specs_t {
+  cuda::std::tuple<S...> specs;
+};
+template <class... S>
+TP_HD constexpr in_specs_t<S...> in_specs(S... s) {
+  return {{s...}};
+}
+template <class... S>
+TP_HD constexpr out_specs_t<S...> out_specs(S... s) {
+  return {{s...}};
+}
+
+/// The initial value of a pipeline's carry: pipe(k, tp::carry(x), refs...).
+template <class C>
+struct carry_t {
+  C value;
+};
+template <class C>
+TP_HD carry_t<C> carry(C c) {
+  return {c};
+}
+
+namespace pipeline_detail {
+
+struct no_carry {};
+
+/// Calls f(operand, position) for every operand of a tuple.
+template <class Tuple, class F>
+TP_HD TP_FORCEINLINE void for_each(Tuple& t, F&& f) {
+  cuda::std::apply([&](auto&... op) {
+    int i = 0;
+    (f(op, i++), ...);
+  }, t);
+}
+
+template <int MCS, int Delay, class Body, class Grid, class InSpecs, class OutSpecs>
+class pipeline;
+
+template <int MCS, int Delay, class Body, class Grid, class... Ins, class... Outs>
+class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tuple<Outs...>> {
+ public:
+  TP_HD pipeline(Body body, Grid grid, cuda::std::tuple<Ins...> ins, cuda::std::tuple<Outs...> outs)
+      : body_(body), grid_(grid), ins_(ins), outs_(outs) {}
+
+  /// Runs the pipeline over the GMEM refs of the inputs, then of the outputs.
+  template <class... G>
+  TP_HD void operator()(kernel_context& k, const G&... gmem) const {
+    run(k, no_carry{}, gmem...);
+  }
+
+  /// Runs it with a carry: the body takes the carry last and returns the next one.
+  template <class C, class... G>
+  TP_HD C operator()(kernel_context& k, carry_t<C> init, const G&... gmem) const {
+    return run(k, init.value, gmem...);
+  }
+
+ private:
+  template <class C, class... G>
+  TP_HD C run(kernel_context& k, C carry, const G&... gmem) const {
+    static_assert(sizeof...(G) == sizeof...(Ins) + sizeof...(Outs),
+                  "tilepipe: pass one GMEM ref per in_spec and per out_spec, inputs first");
+    const auto refs = cuda::std::tie(gmem...);
+    auto ins = make_inputs(refs, cuda::std::index_sequence_for<Ins...>{});
+    auto outs = make_outputs(refs, cuda::std::index_sequence_for<Outs...>{});
+    constexpr int max_delay = max_delay_of(static_cast<decltype(ins)*>(nullptr));
+
+    // Scoped allocation: the slots and barriers live while the pipeline runs.
+    const std::uint32_t mark = k.smem_mark();
+    for_each(ins, [&](auto& op, int) { op.allocate(k); });
+    for_each(outs, [&](auto& op, int) { op.allocate(k); });
+    const bool leader = k.cta_leader();
+    const int threads = warpgroup_size * k.num_threads();
+    auto sync_all = [threads] { prim::named_barrier_sync(prim::cta_barrier_id, threads); };
+    if (leader) {
+      for_each(ins, [&](auto& op, int i) { op.init_barriers(i); });
+      prim::fence_barrier_init();
+    }
+    sync_all();
+
+    const long long steps = grid_.steps();
+
+    // Prologue: the first `slots` steps of every input.
+    if (leader)
+      for_each(ins, [&](auto& op, int) {
+        for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(grid_);
+      });
+
+    index<Grid::rank> at{};
+    for (long long s = 0; s < steps; ++s) {
+      for_each(ins, [&](auto& op, int) { op.consume(at); });
+      bool new_output = false;
+      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(at, leader); });
+      if (new_output) sync_all();  // nobody writes a slot before its old store has read it
+
+      carry = call_body(at, ins, outs, carry);
+
+      const bool last_step = s + 1 == steps;
+      index<Grid::rank> next = at;
+      if (!last_step) grid_.increment(next);
+      bool store = false;
+      bool ends[sizeof...(Outs) + 1] = {};
+      for_each(outs, [&](auto& op, int j) { store |= ends[j] = op.run_ends(next, last_step); });
+      bool refill = false;
+      for_each(ins, [&](auto& op, int) { refill |= op.refills_after(s, steps); });
+
+      if (store) prim::fence_proxy_async();  // the body's SMEM writes, before TMA reads them
+      if (store || refill) sync_all();       // every thread is done with the body
+      if (leader) {
+        if (store) {
+          for_each(outs, [&](auto& op, int j) {
+            if (ends[j]) op.store();
+          });
+          prim::bulk_commit();
+        }
+        for_each(ins, [&](auto& op, int) {
+          if (op.refills_after(s, steps)) op.produce(grid_);
+        });
+      }
+      at = next;
+    }
+
+    // Epilogue: the stores must have landed before the pipeline's outputs are used, and
+    // the wgmma groups a delayed release left in flight must be done with the slots
+    // before the slots' memory is handed to anything else.
+    if (leader) prim::bulk_wait<0>();
+    if constexpr (max_delay > 0) prim::wgmma_wait<0>();
+    sync_all();
+    if (leader) for_each(ins, [&](auto& op, int) { op.inval_barriers(); });
+    k.smem_release(mark);
+    return carry;
+  }
+
+  template <class... Ops>
+  static constexpr int max_delay_of(cuda::std::tuple<Ops...>*) {
+    int m = 0;
+    ((m = Ops::delay > m ? Ops::delay : m), ...);
+    return m;
+  }
+
+  template <class Refs, std::size_t... I>
+  TP_HD auto make_inputs(const Refs& refs, cuda::std::index_sequence<I...>) const {
+    return cuda::std::make_tuple(
+        make_operand<Ins, std::remove_cvref_t<cuda::std::tuple_element_t<I, Refs>>, Grid, MCS, Delay, true>(
+            cuda::std::get<I>(ins_), cuda::std::get<I>(refs))...);
+  }
+
+  template <class Refs, std::size_t... J>
+  TP_HD auto make_outputs(const Refs& refs, cuda::std::index_sequence<J...>) const {
+    constexpr std::size_t n = sizeof...(Ins);
+    return cuda::std::make_tuple(
+        make_operand<Outs, std::remove_cvref_t<cuda::std::tuple_element_t<n + J, Refs>>, Grid, MCS, Delay, false>(
+            cuda::std::get<J>(outs_), cuda::std::get<n + J>(refs))...);
+  }
+
+  template <class InOps, class OutOps, class C>
+  TP_HD C call_body(const index<Grid::rank>& at, InOps& ins, OutOps& outs, C carry) const {
+    return cuda::std::apply(
+        [&](auto&... in) {
+          return cuda::std::apply(
+              [&](auto&... out) -> C {
+                if constexpr (std::is_same_v<C, no_carry>) {
+                  body_(at, in.view()..., out.view()...);
+                  return carry;
+                } else {
+                  return body_(at, in.view()..., out.view()..., carry);
+                }
+              },
+              outs);
+        },
+        ins);
+  }
+
+  Body body_;
+  Grid grid_;
+  cuda::std::tuple<Ins...> ins_;
+  cuda::std::tuple<Outs...> outs_;
+};
+
+template <class... Opts>
+inline constexpr int mcs_option = static_cast<int>(detail::first_set({detail::mcs_of<Opts>...}, 0));
+template <class... Opts>
+inline constexpr int delay_option = static_cast<int>(detail::first_set({detail::delay_of<Opts>...}, -1));
+
+}  // namespace pipeline_detail
+
+/// Builds a pipeline; see the top of this file. Options: tp::max_concurrent_steps<n>
+/// (default 2), tp::delay_release<d> (default 0, for specs that do not set their own).
+template <class Body, int... E, class... Ins, class... Outs, class... Opts>
+TP_HD auto emit_pipeline(Body body, grid_t<E...> grid, in_specs_t<Ins...> ins, out_specs_t<Outs...> outs, Opts...) {
+  constexpr int mcs = pipeline_detail::mcs_option<Opts...> ? pipeline_detail::mcs_option<Opts...> : 2;
+  constexpr int delay = pipeline_detail::delay_option<Opts...> >= 0 ? pipeline_detail::delay_option<Opts...> : 0;
+  return pipeline_detail::pipeline<mcs, delay, Body, grid_t<E...>, cuda::std::tuple<Ins...>, cuda::std::tuple<Outs...>>(
+      body, grid, ins.specs, outs.specs);
+}
+
+template <class Body, int... E, class... Ins, class... Opts>
+TP_HD auto emit_pipeline(Body body, grid_t<E...> grid, in_specs_t<Ins...> ins, Opts... opts) {
+  return emit_pipeline(body, grid, ins, out_specs(), opts...);
+}
+
+}  // namespace tilepipe

@@ -1,0 +1,23 @@
+// tilepipe: Pallas-style software pipelining for Hopper, in C++ (one include for all).
+#pragma once
+
+#include "context.cuh"
+#include "core/block.cuh"
+#include "core/block_spec.cuh"
+#include "core/dtypes.cuh"
+#include "core/error.cuh"
+#include "core/grid.cuh"
+#include "core/index_map.cuh"
+#include "core/layout.cuh"
+#include "core/refs.cuh"
+#include "core/tile_order.cuh"
+#include "kernel.cuh"
+#include "ops/copy.cuh"
+#include "ops/fragment.cuh"
+#include "ops/map.cuh"
+#include "ops/store.cuh"
+#include "ops/wgmma.cuh"
+#include "pipeline/emit_pipeline.cuh"
+
+/// Short alias: tp::emit_pipeline, tp::spec, ...
+namespace tp = tilepipe;

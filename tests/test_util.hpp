@@ -1,0 +1,49 @@
+// Shared by the tests: the device a test binary runs on (the GPU in the nvcc-built gpu_*
+// binaries, the interpreter in the interp_* ones), random inputs and error norms.
+#pragma once
+
+#include <tilepipe/tilepipe.cuh>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace tp = tilepipe;
+
+namespace test {
+
+/// The backend this binary tests: the GPU when compiled by nvcc, else the interpreter.
+inline const tp::device& dev() {
+  static const tp::device d = tp::device::open(TP_HAS_CUDA_COMPILER ? tp::backend::gpu : tp::backend::interpret);
+  return d;
+}
+
+inline bool on_gpu() { return dev().is_gpu(); }
+
+inline std::uint64_t fresh_seed() { return std::random_device{}(); }
+
+template <class T>
+std::vector<T> random_values(std::size_t n, std::uint64_t seed = fresh_seed(), float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<T> v(n);
+  for (auto& x : v) x = tp::from_float<T>(d(rng));
+  return v;
+}
+
+/// ||out - ref|| / ||ref||; NaN when any output is NaN (unwritten, poisoned).
+template <class T>
+double rel_error(const std::vector<T>& out, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double o = tp::to_float(out[i]);
+    if (std::isnan(o)) return NAN;
+    num += (o - ref[i]) * (o - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+}  // namespace test
