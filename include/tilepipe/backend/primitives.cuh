@@ -172,6 +172,9 @@ TP_HD TP_FORCEINLINE void tma_load(const tma_desc& map, void* dst, const int (&c
   for (int i = 0; i < R; ++i) co[i] = coords[i];
   unsigned char* smem = c.smem();
   copy.perform = [&map, co, smem, dst_off] { interpret::tma_load_now(map, co, smem, dst_off); };
+  interpret::event e{interpret::event::tma_load, 0, interpret::current().wg, dst_off, bar_off, 0, {}};
+  for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
+  c.record(e);
   c.issue_load(std::move(copy));
 #endif
 }
@@ -191,6 +194,9 @@ TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const 
   for (int i = 0; i < R; ++i) co[i] = coords[i];
   unsigned char* smem = c.smem();
   copy.perform = [&map, co, smem, src_off] { interpret::tma_store_now(map, co, smem, src_off); };
+  interpret::event e{interpret::event::tma_store, 0, interpret::current().wg, src_off, 0, 0, {}};
+  for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
+  c.record(e);
   c.issue_store(interpret::current().wg, std::move(copy));
 #endif
 }

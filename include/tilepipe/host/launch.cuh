@@ -186,12 +186,13 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
     std::shuffle(order.begin(), order.end(), rng);
   }
   const std::string name = kernel_name<K>();
+  int number = 0;
   for (const auto& c : order) {
     const int cta[max_grid_rank] = {c[0], c[1], c[2]};
     std::string cta_name = "(" + std::to_string(c[0]);
     for (std::size_t a = 1; a < cfg.grid.size(); ++a) cta_name += ", " + std::to_string(c[a]);
     cta_name += ")";
-    interpret::cta_state st(nt, smem, opt, name, cta_name);
+    interpret::cta_state st(nt, smem, opt, name, cta_name, number++);
     std::vector<std::thread> threads;
     for (int i = 0; i < nt; ++i)
       threads.emplace_back([&, i] {

@@ -29,11 +29,23 @@ enum class copy_mode {
   shuffled,  // at the wait, pending copies of one barrier in a random order (seeded)
 };
 
+/// One asynchronous operation or wait, as recorded for tests and reports.
+struct event {
+  enum kind_t { tma_load, tma_store, barrier_wait, bulk_commit } kind;
+  int cta = 0;                // CTA in launch order
+  int wg = 0;                 // issuing / waiting warpgroup
+  std::uint32_t smem = 0;     // SMEM offset written (load) or read (store)
+  std::uint32_t barrier = 0;  // barrier offset (load, wait)
+  std::uint32_t parity = 0;   // waited parity
+  int coords[5] = {};         // TMA coordinates, innermost first
+};
+
 /// How the interpreter runs a launch.
 struct options {
   copy_mode copies = copy_mode::at_wait;
   std::uint64_t seed = 1;
-  bool shuffle_ctas = false;  // run the CTAs in a random (seeded) order
+  bool shuffle_ctas = false;          // run the CTAs in a random (seeded) order
+  std::vector<event>* events = nullptr;  // when set, every TMA copy and barrier wait is appended
 };
 
 struct barrier_state {
@@ -70,8 +82,10 @@ struct warpgroup_state {
 
 class cta_state {
  public:
-  cta_state(int num_warpgroups, std::size_t smem_bytes, const options& opt, std::string kernel, std::string cta)
+  cta_state(int num_warpgroups, std::size_t smem_bytes, const options& opt, std::string kernel, std::string cta,
+            int cta_number = 0)
       : sched(num_warpgroups),
+        cta_number_(cta_number),
         wgs(num_warpgroups),
         kernel_name(std::move(kernel)),
         cta_name(std::move(cta)),
@@ -137,6 +151,7 @@ class cta_state {
   void barrier_wait(int wg, const void* p, std::uint32_t parity) {
     const std::uint32_t off = smem_offset(p, 8, "mbarrier wait");
     barrier(p, "wait");
+    record({event::barrier_wait, 0, wg, 0, off, parity, {}});
     auto ready = [this, off, parity] {
       flush_loads(off);
       return (barriers_.at(off).completed & 1u) != parity;
@@ -167,6 +182,13 @@ class cta_state {
   }
 
   // ---- the copy engine -------------------------------------------------------------
+  /// Appends to the launch's event log, if it keeps one.
+  void record(event e) {
+    if (!opt_.events) return;
+    e.cta = cta_number_;
+    opt_.events->push_back(e);
+  }
+
   void issue_load(pending_copy c) {
     if (opt_.copies == copy_mode::eager) {
       c.perform();
@@ -182,6 +204,7 @@ class cta_state {
   }
 
   void commit_stores(int wg) {
+    record({event::bulk_commit, 0, wg, 0, 0, 0, {}});
     auto& w = wgs[wg];
     w.store_groups.push_back(std::move(w.stores_uncommitted));
     w.stores_uncommitted.clear();
@@ -277,6 +300,7 @@ class cta_state {
     std::uint64_t generation = 0;
   };
 
+  int cta_number_ = 0;
   unsigned char* smem_ = nullptr;
   options opt_;
   std::mt19937_64 rng_;
