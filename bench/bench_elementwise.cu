@@ -35,8 +35,13 @@ int main(int argc, char** argv) {
   one("32x256_in3_out2_ctas2x", ours<axpb_kernel<tp::bf16, 32, 256, 3, 2>>(dev, x, y, R, C, 2 * sms));
   one("64x256_in3_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 3, 2>>(dev, x, y, R, C, sms));
   one("64x256_in2_out1_ctas2x", ours<axpb_kernel<tp::bf16, 64, 256, 2, 1>>(dev, x, y, R, C, 2 * sms));
-  one("16x256_in6_out3_ctas3x", ours<axpb_kernel<tp::bf16, 16, 256, 6, 3>>(dev, x, y, R, C, 3 * sms));
   one("32x256_in4_out2_ctas8x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, x, y, R, C, 8 * sms));
+  one("32x256_in6_out2_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 6, 2>>(dev, x, y, R, C, sms));
+  one("32x256_in8_out3_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 8, 3>>(dev, x, y, R, C, sms));
+  one("64x256_in4_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 4, 2>>(dev, x, y, R, C, sms));
+  one("64x128_in4_out2_ctas2x", ours<axpb_kernel<tp::bf16, 64, 128, 4, 2>>(dev, x, y, R, C, 2 * sms));
+  one("16x256_in8_out4_ctas2x", ours<axpb_kernel<tp::bf16, 16, 256, 8, 4>>(dev, x, y, R, C, 2 * sms));
+  one("32x256_in5_out2_ctas16x", ours<axpb_kernel<tp::bf16, 32, 256, 5, 2>>(dev, x, y, R, C, 16 * sms));
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
     js.print(f);

@@ -63,8 +63,9 @@ void run_dtype(const tp::device& dev, cublasHandle_t h, bench::json& js, const c
     one("128x256_s4_wg2_g16", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 4, 2>>(dev, p, 16)));
     one("128x256_s3_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 3, 2>>(dev, p, 8)));
     one("256x128_s4_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 256, 128, 4, 2>>(dev, p, 8)));
-    one("128x128_s4_wg1_g8", p.tflops(ours_ms<matmul_kernel<T, 128, 128, 4, 1>>(dev, p, 8)));
-    one("128x128_s6_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 128, 128, 6, 2>>(dev, p, 8)));
+    one("128x128_s3_wg1_g8_2cta", p.tflops(ours_ms<matmul_kernel<T, 128, 128, 3, 1>>(dev, p, 8)));
+    one("128x128_s3_wg2_g8_2cta", p.tflops(ours_ms<matmul_kernel<T, 128, 128, 3, 2>>(dev, p, 8)));
+    one("128x256_s4_wg2_g4", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 4, 2>>(dev, p, 4)));
   }
 }
 

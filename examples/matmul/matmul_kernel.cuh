@@ -58,10 +58,16 @@ struct matmul_kernel {
     tp::wait_smem_to_gmem<0>();
   }
 
+  /// Shared memory per CTA: the pipeline's slots and barriers, which the epilogue's C tiles
+  /// reuse once the pipeline has ended. Asking for no more lets small tiles share an SM.
+  static constexpr std::size_t pipeline_bytes = Stages * (BM * BK + BK * BN) * sizeof(T) + 2 * 1024;
+  static constexpr std::size_t epilogue_bytes = WGs * WM * BN * sizeof(T);
+  static constexpr std::size_t smem_bytes = pipeline_bytes > epilogue_bytes ? pipeline_bytes : epilogue_bytes;
+
   /// The kernel and launch configuration for C (M x N) = A (M x K) * B.
   static matmul_kernel make(long long M, long long N, long long K, int group = 8) {
     return {static_cast<int>((M + BM - 1) / BM), static_cast<int>((N + BN - 1) / BN),
             static_cast<int>((K + BK - 1) / BK), group};
   }
-  tp::launch_config config() const { return {.grid = {tiles_m * tiles_n}}; }
+  tp::launch_config config() const { return {.grid = {tiles_m * tiles_n}, .smem_bytes = smem_bytes}; }
 };

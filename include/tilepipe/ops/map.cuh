@@ -31,8 +31,9 @@ TP_HD TP_FORCEINLINE chunk16 map_chunk(F& f, const chunk16 (&in)[sizeof...(I) > 
 
 /// out(i, j) = f(in(i, j)...) for every element, computed in float.
 template <class F, class Out, class... In>
+  requires is_smem_ref_v<Out>
 TP_HD TP_FORCEINLINE void map(F&& f, const Out& out, const In&... in) {
-  static_assert(is_smem_ref_v<Out> && (is_smem_ref_v<In> && ...), "tilepipe: map(f, out, in...) takes SMEM views");
+  static_assert((is_smem_ref_v<In> && ...), "tilepipe: map(f, out, in...) takes SMEM views");
   using T = typename Out::value_type;
   static_assert(((std::is_same_v<typename In::layout, typename Out::layout> &&
                   std::is_same_v<typename In::value_type, T>) && ...),

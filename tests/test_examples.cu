@@ -1,0 +1,50 @@
+// The example kernels on shapes that are and are not multiples of their blocks, against
+// float64 host references (small sizes in the interpreter, larger on the GPU).
+#include "test_util.hpp"
+
+#include "examples/elementwise/elementwise_kernel.cuh"
+#include "examples/matmul/matmul_kernel.cuh"
+
+namespace {
+
+template <class T, b_layout BL, int BM = 128, int BN = 256, int WGs = 2>
+void check_matmul(long long M, long long N, long long K) {
+  using kernel = matmul_kernel<T, BM, BN, 3, WGs, BL>;
+  const bool b_row = BL == b_layout::row_major;
+  const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N);
+  auto a = tp::tensor<T, 2>::from_host(test::dev(), {M, K}, ha);
+  auto b = tp::tensor<T, 2>::from_host(test::dev(), b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
+  const auto kern = kernel::make(M, N, K, 4);
+  const auto c = tp::kernel(kern, kern.config(), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
+  std::vector<double> ref(M * N, 0.0);
+  for (long long i = 0; i < M; ++i)
+    for (long long kk = 0; kk < K; ++kk) {
+      const double av = tp::to_float(ha[i * K + kk]);
+      for (long long j = 0; j < N; ++j) ref[i * N + j] += av * tp::to_float(hb[b_row ? kk * N + j : j * K + kk]);
+    }
+  EXPECT_LT(test::rel_error(c, ref), 1e-2) << M << "x" << N << "x" << K;
+}
+
+}  // namespace
+
+TEST(Examples, MatmulShapes) {
+  const long long s = test::on_gpu() ? 4 : 1;  // larger problems on the GPU
+  check_matmul<tp::bf16, b_layout::row_major>(256 * s, 256 * s, 256 * s);      // square, multiples
+  check_matmul<tp::bf16, b_layout::row_major>(520 * s, 136, 200);              // tall, edges everywhere
+  check_matmul<tp::f16, b_layout::col_major>(72, 776 * s, 136);                // wide
+  check_matmul<tp::bf16, b_layout::col_major>(200, 264, 8);                    // K smaller than one block
+  check_matmul<tp::f16, b_layout::row_major, 128, 128, 1>(333, 200, 456 * s);  // one warpgroup, odd sizes
+}
+
+TEST(Examples, Elementwise) {
+  using kernel = axpb_kernel<tp::bf16, 32, 256, 4, 2>;
+  for (auto [rows, cols] : {std::pair<long long, long long>{300, 600}, {64, 256}, {1000, 8}}) {
+    const auto hx = test::random_values<tp::bf16>(rows * cols);
+    auto x = tp::tensor<tp::bf16, 2>::from_host(test::dev(), {rows, cols}, hx);
+    const auto kern = kernel::make(rows, cols, 1.5f, -0.25f, test::on_gpu() ? 64 : 3);
+    const auto y = tp::kernel(kern, kern.config(), tp::out_type<tp::bf16>(rows, cols))(test::dev(), x).to_host();
+    std::vector<double> ref(rows * cols);
+    for (long long i = 0; i < rows * cols; ++i) ref[i] = 1.5 * tp::to_float(hx[i]) - 0.25;
+    EXPECT_LT(test::rel_error(y, ref), 1e-2) << rows << "x" << cols;
+  }
+}
