@@ -5,7 +5,7 @@
 #include "bench_util.hpp"
 
 template <class Kernel>
-double ours(const tp::device& dev, const tp::tensor<tp::bf16, 2>& x, tp::tensor<tp::bf16, 2>& y, long long R,
+double ours(const tp::device& dev, const tp::tensor_view<tp::bf16, 2>& x, const tp::tensor_view<tp::bf16, 2>& y, long long R,
             long long C, int ctas) {
   const auto kern = Kernel::make(R, C, 1.5f, -0.25f, ctas);
   const auto launch = tp::kernel(kern, kern.config());
@@ -26,22 +26,30 @@ int main(int argc, char** argv) {
   js.add("copy_TBps", copy);
   std::printf("copy (cudaMemcpy D2D)          %.3f TB/s\n", copy);
   const int sms = dev.multiprocessors();
+  // The same bytes seen as rows of 256 elements: every block is one contiguous range.
+  const auto xf = tp::tensor_view<tp::bf16, 2>::wrap(x.data(), {R * C / 256, 256}, true);
+  const auto yf = tp::tensor_view<tp::bf16, 2>::wrap(y.data(), {R * C / 256, 256}, true);
   auto one = [&](const char* cfg, double ms) {
     const double tb = bytes / (ms * 1e-3) / 1e12;
     js.add(std::string(cfg) + "_TBps", tb);
     std::printf("%-30s %.3f TB/s  %.3f of copy\n", cfg, tb, tb / copy);
   };
-  one("32x256_in4_out2_ctas2x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, x, y, R, C, 2 * sms));
-  one("32x256_in3_out2_ctas2x", ours<axpb_kernel<tp::bf16, 32, 256, 3, 2>>(dev, x, y, R, C, 2 * sms));
-  one("64x256_in3_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 3, 2>>(dev, x, y, R, C, sms));
-  one("64x256_in2_out1_ctas2x", ours<axpb_kernel<tp::bf16, 64, 256, 2, 1>>(dev, x, y, R, C, 2 * sms));
-  one("32x256_in4_out2_ctas8x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, x, y, R, C, 8 * sms));
-  one("32x256_in6_out2_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 6, 2>>(dev, x, y, R, C, sms));
-  one("32x256_in8_out3_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 8, 3>>(dev, x, y, R, C, sms));
-  one("64x256_in4_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 4, 2>>(dev, x, y, R, C, sms));
-  one("64x128_in4_out2_ctas2x", ours<axpb_kernel<tp::bf16, 64, 128, 4, 2>>(dev, x, y, R, C, 2 * sms));
-  one("16x256_in8_out4_ctas2x", ours<axpb_kernel<tp::bf16, 16, 256, 8, 4>>(dev, x, y, R, C, 2 * sms));
-  one("32x256_in5_out2_ctas16x", ours<axpb_kernel<tp::bf16, 32, 256, 5, 2>>(dev, x, y, R, C, 16 * sms));
+  one("32x256_in4_out2_ctas2x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, x.view(), y.view(), R, C, 2 * sms));
+  one("32x256_in3_out2_ctas2x", ours<axpb_kernel<tp::bf16, 32, 256, 3, 2>>(dev, x.view(), y.view(), R, C, 2 * sms));
+  one("64x256_in3_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 3, 2>>(dev, x.view(), y.view(), R, C, sms));
+  one("64x256_in2_out1_ctas2x", ours<axpb_kernel<tp::bf16, 64, 256, 2, 1>>(dev, x.view(), y.view(), R, C, 2 * sms));
+  one("32x256_in4_out2_ctas8x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, x.view(), y.view(), R, C, 8 * sms));
+  one("32x256_in6_out2_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 6, 2>>(dev, x.view(), y.view(), R, C, sms));
+  one("32x256_in8_out3_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 8, 3>>(dev, x.view(), y.view(), R, C, sms));
+  one("64x256_in4_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 4, 2>>(dev, x.view(), y.view(), R, C, sms));
+  one("64x128_in4_out2_ctas2x", ours<axpb_kernel<tp::bf16, 64, 128, 4, 2>>(dev, x.view(), y.view(), R, C, 2 * sms));
+  one("16x256_in8_out4_ctas2x", ours<axpb_kernel<tp::bf16, 16, 256, 8, 4>>(dev, x.view(), y.view(), R, C, 2 * sms));
+  one("32x256_in5_out2_ctas16x", ours<axpb_kernel<tp::bf16, 32, 256, 5, 2>>(dev, x.view(), y.view(), R, C, 16 * sms));
+  one("flat_64x256_in4_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 4, 2>>(dev, xf, yf, R * C / 256, 256, sms));
+  one("flat_32x256_in4_out2_ctas2x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, xf, yf, R * C / 256, 256, 2 * sms));
+  one("flat_128x256_in2_out1_ctas1x", ours<axpb_kernel<tp::bf16, 128, 256, 2, 1>>(dev, xf, yf, R * C / 256, 256, sms));
+  one("flat_64x256_in2_out1_ctas2x", ours<axpb_kernel<tp::bf16, 64, 256, 2, 1>>(dev, xf, yf, R * C / 256, 256, 2 * sms));
+  one("flat_32x256_in4_out2_ctas8x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, xf, yf, R * C / 256, 256, 8 * sms));
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
     js.print(f);

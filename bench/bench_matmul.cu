@@ -4,7 +4,7 @@
 #include "../examples/matmul/matmul_kernel.cuh"
 #include "bench_util.hpp"
 
-#include <cublas_v2.h>
+#include <cublasLt.h>
 
 namespace {
 
@@ -27,14 +27,36 @@ struct problem {
   double tflops(double ms) const { return 2.0 * M * N * K / (ms * 1e-3) / 1e12; }
 };
 
+/// cuBLASLt with a 64 MiB workspace and its heuristic's first choice, as PyTorch calls it.
 template <class T>
-double cublas_ms(cublasHandle_t h, problem<T>& p) {
+double cublas_ms(cublasLtHandle_t h, problem<T>& p) {
   const float one = 1, zero = 0;
-  // Row-major C = A B is column-major C^T = B^T A^T.
-  return bench::median_ms([&](int s) {
-    cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, p.N, p.M, p.K, &one, p.b[s].data(), cuda_type<T>(), p.N, p.a[s].data(),
-                 cuda_type<T>(), p.K, &zero, p.c.data(), cuda_type<T>(), p.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  // Row-major C = A B is column-major C^T = B^T A^T: B is the first operand.
+  cublasLtMatmulDesc_t op;
+  cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  cublasLtMatrixLayout_t lb, la, lc;
+  cublasLtMatrixLayoutCreate(&lb, cuda_type<T>(), p.N, p.K, p.N);
+  cublasLtMatrixLayoutCreate(&la, cuda_type<T>(), p.K, p.M, p.K);
+  cublasLtMatrixLayoutCreate(&lc, cuda_type<T>(), p.N, p.M, p.N);
+  const std::size_t ws_bytes = 64 << 20;
+  void* ws;
+  TP_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+  cublasLtMatmulHeuristicResult_t algo{};
+  int found = 0;
+  cublasLtMatmulAlgoGetHeuristic(h, op, lb, la, lc, lc, pref, 1, &algo, &found);
+  if (!found) throw tp::error("cuBLASLt found no algorithm");
+  const double ms = bench::median_ms([&](int s) {
+    cublasLtMatmul(h, op, &one, p.b[s].data(), lb, p.a[s].data(), la, &zero, p.c.data(), lc, p.c.data(), lc, &algo.algo, ws,
+                   ws_bytes, nullptr);
   }, static_cast<int>(p.a.size()));
+  cudaFree(ws);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(op);
+  return ms;
 }
 
 template <class Kernel, class T>
@@ -47,7 +69,7 @@ double ours_ms(const tp::device& dev, problem<T>& p, int group) {
 }  // namespace
 
 template <class T>
-void run_dtype(const tp::device& dev, cublasHandle_t h, bench::json& js, const char* name) {
+void run_dtype(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
   for (long long s : {2048LL, 4096LL, 8192LL}) {
     const int sets = s <= 2048 ? 8 : s <= 4096 ? 3 : 1;
     problem<T> p(dev, s, s, s, sets);
@@ -71,13 +93,13 @@ void run_dtype(const tp::device& dev, cublasHandle_t h, bench::json& js, const c
 
 int main(int argc, char** argv) {
   const auto dev = tp::device::open(tp::backend::gpu);
-  cublasHandle_t h;
-  cublasCreate(&h);
+  cublasLtHandle_t h;
+  cublasLtCreate(&h);
   bench::json js;
   js.add("device", dev.name());
   run_dtype<tp::bf16>(dev, h, js, "bf16");
   run_dtype<tp::f16>(dev, h, js, "f16");
-  cublasDestroy(h);
+  cublasLtDestroy(h);
   if (argc > 1) {
     FILE* f = std::fopen(argv[1], "w");
     js.print(f);

@@ -78,6 +78,9 @@ TEST(Interpreter, ForgottenWaitAndUnwaitedStoreAreReported) {
 }
 
 TEST(Interpreter, UnwrittenOutputsStayPoisoned) {
+  // The interpreter poisons every new output slot; on the GPU an unwritten slot is stored
+  // with whatever it held before (as on TPUs), so this check is the interpreter's job.
+  if (test::on_gpu()) GTEST_SKIP() << "interpreter only";
   auto y = tp::kernel(half_writer_kernel{}, {}, tp::out_type<float>(32, 32))(test::dev());
   const auto h = y.to_host();
   for (int r = 0; r < 32; ++r)
