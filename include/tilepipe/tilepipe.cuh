@@ -18,6 +18,7 @@
 #include "ops/store.cuh"
 #include "ops/wgmma.cuh"
 #include "pipeline/emit_pipeline.cuh"
+#include "pipeline/warp_specialized.cuh"
 
 /// Short alias: tp::emit_pipeline, tp::spec, ...
 namespace tp = tilepipe;

@@ -114,6 +114,17 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t coun
 #endif
 }
 
+/// All threads: one arrival per warp, after every lane of the warp got here (so the warp's
+/// earlier SMEM reads are ordered before it). A warpgroup thus arrives 4 times.
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(std::uint64_t* bar) {
+#if TP_DEVICE_PASS
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(bar, 1);
+#else
+  interpret::cta().barrier_arrive(bar, 4, 0);
+#endif
+}
+
 /// leader: expects `bytes` more transaction bytes in this phase and arrives once.
 TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
 #if TP_DEVICE_PASS

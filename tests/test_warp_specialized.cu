@@ -1,0 +1,253 @@
+// emit_pipeline_warp_specialized: 1-3 compute warpgroups, any memory warpgroup position,
+// step counts, stationary inputs, outputs written by several compute warpgroups and stored
+// by the memory warpgroup, accumulation, chains of pipelines (start / steady / stop) with
+// step counts that are not multiples of the slots and with delay_release, manual consumed
+// barriers, compute_context with a carry, and its misuse.
+#include "test_util.hpp"
+
+namespace {
+
+constexpr int rows = 24;  // divisible by 1, 2 and 3 compute warpgroups, in 8-row multiples
+using tile = tp::tile<tp::block<rows, 32>>;
+
+std::vector<float> host_values(long long n) { return test::random_values<float>(static_cast<std::size_t>(n), test::fresh_seed(), -4, 4); }
+
+/// y(block i) = 2 x(block i) + 1; compute warpgroup c writes rows [c R, (c + 1) R) of each block.
+template <int NC, int MemIdx, int MCS, int Delay>
+struct ws_map_kernel {
+  static constexpr int num_threads = NC + 1;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    constexpr int R = rows / NC;
+    const int c = tp::compute_index(k, MemIdx);
+    auto body = [c](auto, auto xs, auto ys) {
+      tp::map([](float v) { return 2 * v + 1; }, tp::rows<R>(ys, c * R), tp::rows<R>(xs, c * R));
+    };
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s), tp::out_specs(s), tp::num_compute_wgs<NC>,
+                                       tp::memory_registers<40>, tp::memory_thread_idx<MemIdx>,
+                                       tp::max_concurrent_steps<MCS>, tp::delay_release<Delay>)(k, x, y);
+  }
+};
+
+template <int NC, int MemIdx, int MCS, int Delay = 0>
+void check_map(int steps) {
+  const long long n = (steps > 0 ? steps : 1) * rows * 32LL;
+  const auto hx = host_values(n);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {n / 32, 32}, hx);
+  auto y = tp::tensor<float, 2>::from_host(test::dev(), {n / 32, 32}, std::vector<float>(n, -7.0f));
+  tp::kernel(ws_map_kernel<NC, MemIdx, MCS, Delay>{steps}, {})(test::dev(), x, y);
+  const auto hy = y.to_host();
+  for (long long e = 0; e < n; ++e)
+    ASSERT_EQ(hy[e], e < steps * rows * 32LL ? 2 * hx[e] + 1 : -7.0f)
+        << "element " << e << ", " << NC << " compute warpgroups, memory warpgroup " << MemIdx << ", " << steps << " steps";
+}
+
+}  // namespace
+
+TEST(WarpSpecialized, ComputeWarpgroupsAndMemoryPosition) {
+  check_map<1, 1, 2>(7);
+  check_map<2, 2, 3>(9);
+  check_map<3, 3, 2>(8);
+  check_map<2, 0, 3>(9);  // memory warpgroup first
+  check_map<3, 1, 4>(6);  // memory warpgroup in the middle
+}
+
+TEST(WarpSpecialized, StepCounts) {
+  for (int steps : {0, 1, 3, 4, 37}) check_map<2, 2, 3>(steps);
+  check_map<2, 2, 4, 1>(37);
+  check_map<1, 1, 4, 3>(5);
+}
+
+namespace {
+
+/// out = sum over steps of (x block + z): z is stationary (fetched once, released once) and
+/// out is one block for all steps (accumulated by both compute warpgroups, stored once by
+/// the memory warpgroup).
+struct stationary_kernel {
+  static constexpr int num_threads = 3;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> z,
+                        tp::gmem<float, 2, tile> out) const {
+    const int c = tp::compute_index(k, 2);
+    auto body = [c](auto at, auto xs, auto zs, auto os) {
+      auto mine = [c](auto v) { return tp::rows<12>(v, 12 * c); };
+      if (at[0] == 0) tp::map([](float a, float b) { return a + b; }, mine(os), mine(xs), mine(zs));
+      else tp::map([](float o, float a, float b) { return o + a + b; }, mine(os), mine(os), mine(xs), mine(zs));
+    };
+    auto zero = [](auto) { return tp::idx(0, 0); };
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps),
+                                       tp::in_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); }), tp::spec<tile>(zero)),
+                                       tp::out_specs(tp::spec<tile>(zero)), tp::num_compute_wgs<2>,
+                                       tp::memory_registers<40>, tp::max_concurrent_steps<3>)(k, x, z, out);
+  }
+};
+
+}  // namespace
+
+TEST(WarpSpecialized, StationaryInputAndAccumulatedOutput) {
+  const int steps = 11;
+  const auto hx = host_values(steps * rows * 32), hz = host_values(rows * 32);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+  auto z = tp::tensor<float, 2>::from_host(test::dev(), {rows, 32}, hz);
+  std::vector<tp::interpret::event> ev;
+  tp::device dev = test::dev();
+  dev.interpreter.events = &ev;
+  auto out = tp::kernel(stationary_kernel{steps}, {}, tp::out_type<float>(rows, 32))(dev, x, z);
+  const auto ho = out.to_host();
+  for (int e = 0; e < rows * 32; ++e) {
+    double want = 0;
+    for (int s = 0; s < steps; ++s) want += hx[s * rows * 32 + e] + hz[e];
+    ASSERT_NEAR(ho[e], want, 1e-3) << e;
+  }
+  if (!test::on_gpu()) {
+    int loads = 0, stores = 0;
+    for (auto& e : ev) loads += e.kind == tp::interpret::event::tma_load, stores += e.kind == tp::interpret::event::tma_store;
+    EXPECT_EQ(loads, steps + 1);
+    EXPECT_EQ(stores, 1);
+  }
+}
+
+namespace {
+
+/// A chain of `n` pipelines on one hoisted allocation: pipeline p maps band p of the rows,
+/// with lengths that are not multiples of the slots.
+template <int Delay>
+struct chain_kernel {
+  static constexpr int num_threads = 3;
+  int n;
+  TP_HD static int steps_of(int p) { return 1 + (p * 5) % 7; }  // 1, 6, 4, 2, 7
+  TP_HD static int first_of(int p) {
+    int f = 0;
+    for (int q = 0; q < p; ++q) f += steps_of(q);
+    return f;
+  }
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    const int c = tp::compute_index(k, 2);
+    auto make = [&](int p) {
+      const int first = first_of(p);
+      const float scale = static_cast<float>(p + 2);
+      auto body = [c, scale](auto, auto xs, auto ys) {
+        tp::map([scale](float v) { return v * scale; }, tp::rows<12>(ys, 12 * c), tp::rows<12>(xs, 12 * c));
+      };
+      auto s = tp::spec<tile>([first](auto i) { return tp::idx(first + i, 0); });
+      return tp::emit_pipeline_warp_specialized(body, tp::grid(steps_of(p)), tp::in_specs(s), tp::out_specs(s),
+                                                tp::num_compute_wgs<2>, tp::memory_registers<40>,
+                                                tp::max_concurrent_steps<3>, tp::delay_release<Delay>);
+    };
+    auto alloc = make(0).get_allocations(k, x, y);
+    for (int p = 0; p < n; ++p) {
+      const auto state = n == 1 ? tp::pipeline_state::only
+                         : p == 0 ? tp::pipeline_state::start
+                         : p == n - 1 ? tp::pipeline_state::stop
+                                      : tp::pipeline_state::steady;
+      make(p)(k, alloc, state, x, y);
+    }
+  }
+};
+
+template <int Delay>
+void check_chain(int n) {
+  const int steps = chain_kernel<Delay>::first_of(n);
+  const auto hx = host_values(steps * rows * 32);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+  auto y = tp::kernel(chain_kernel<Delay>{n}, {}, tp::out_type<float>(steps * rows, 32))(test::dev(), x);
+  const auto hy = y.to_host();
+  for (int p = 0, e = 0; p < n; ++p)
+    for (int s = 0; s < chain_kernel<Delay>::steps_of(p); ++s)
+      for (int i = 0; i < rows * 32; ++i, ++e) ASSERT_EQ(hy[e], hx[e] * (p + 2)) << "pipeline " << p << " of " << n;
+}
+
+}  // namespace
+
+TEST(WarpSpecialized, ChainsOfPipelines) {
+  for (int n = 1; n <= 5; ++n) check_chain<0>(n);
+  check_chain<1>(4);
+  check_chain<2>(5);
+}
+
+namespace {
+
+/// The body releases its input itself (manual consumed barriers), and a compute_context
+/// owns a carry that counts the steps.
+struct manual_kernel {
+  static constexpr int num_threads = 3;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    const int c = tp::compute_index(k, 2);
+    const int n = steps;
+    auto body = [c](auto, auto xs, auto ys, tp::pipeline_detail::consumed_token done, int count) {
+      const float f = static_cast<float>(count + 1);
+      tp::map([f](float v) { return v * f; }, tp::rows<12>(ys, 12 * c), tp::rows<12>(xs, 12 * c));
+      done.arrive();
+      return count + 1;
+    };
+    auto context = tp::compute_context([n](auto pipeline) {
+      const int final_count = pipeline(0);
+      TP_REQUIRE(final_count == n, "the carry counted %d steps of %d", final_count, n);
+    });
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s), tp::out_specs(s), tp::num_compute_wgs<2>,
+                                       tp::memory_registers<40>, tp::max_concurrent_steps<2>,
+                                       tp::manual_consumed_barriers, context)(k, x, y);
+  }
+};
+
+/// A compute_context that calls the pipeline twice: an error.
+struct twice_kernel {
+  static constexpr int num_threads = 2;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    auto body = [](auto, auto xs, auto ys, int c) {
+      tp::map([](float v) { return v; }, ys, xs);
+      return c;
+    };
+    auto context = tp::compute_context([](auto pipeline) {
+      pipeline(0);
+      pipeline(0);
+    });
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(1), tp::in_specs(s), tp::out_specs(s), tp::num_compute_wgs<1>,
+                                       tp::memory_registers<40>, context)(k, x, y);
+  }
+};
+
+/// A pipeline for 2 compute warpgroups in a kernel of 2 warpgroups: an error.
+struct too_few_warpgroups_kernel {
+  static constexpr int num_threads = 2;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized([](auto, auto, auto) {}, tp::grid(1), tp::in_specs(s), tp::out_specs(s),
+                                       tp::num_compute_wgs<2>, tp::memory_registers<40>)(k, x, y);
+  }
+};
+
+}  // namespace
+
+TEST(WarpSpecialized, ManualConsumedBarriersAndComputeContext) {
+  const int steps = 9;
+  const auto hx = host_values(steps * rows * 32);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+  auto y = tp::kernel(manual_kernel{steps}, {}, tp::out_type<float>(steps * rows, 32))(test::dev(), x);
+  const auto hy = y.to_host();
+  for (int e = 0; e < steps * rows * 32; ++e) ASSERT_EQ(hy[e], hx[e] * static_cast<float>(e / (rows * 32) + 1));
+}
+
+TEST(WarpSpecialized, BadConfigurationsAreReported) {
+  if (test::on_gpu()) GTEST_SKIP() << "device-side checks trap on the GPU; the interpreter reports them";
+  tp::tensor<float, 2> x(test::dev(), {rows, 32}), y(test::dev(), {rows, 32});
+  try {
+    tp::kernel(twice_kernel{}, {})(test::dev(), x, y);
+    ADD_FAILURE() << "no error";
+  } catch (const tp::error& e) {
+    EXPECT_NE(std::string(e.what()).find("compute_context must call the pipeline exactly once; it called it 2 times"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    tp::kernel(too_few_warpgroups_kernel{}, {})(test::dev(), x, y);
+    ADD_FAILURE() << "no error";
+  } catch (const tp::error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs num_compute_wgs + 1 = 3 warpgroups, the kernel has 2"), std::string::npos)
+        << e.what();
+  }
+}
