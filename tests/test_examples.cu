@@ -4,6 +4,7 @@
 
 #include "examples/elementwise/elementwise_kernel.cuh"
 #include "examples/matmul/matmul_kernel.cuh"
+#include "examples/matmul_ws/matmul_ws_kernel.cuh"
 
 namespace {
 
@@ -25,7 +26,45 @@ void check_matmul(long long M, long long N, long long K) {
   EXPECT_LT(test::rel_error(c, ref), 1e-2) << M << "x" << N << "x" << K;
 }
 
+template <class T, b_layout BL, int BM = 128, int BN = 256>
+void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = false, tile_order order = tile_order::grouped) {
+  const bool b_row = BL == b_layout::row_major;
+  const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N), hbias = test::random_values<T>(N);
+  auto a = tp::tensor<T, 2>::from_host(test::dev(), {M, K}, ha);
+  auto b = tp::tensor<T, 2>::from_host(test::dev(), b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
+  auto bias = tp::tensor<T, 1>::from_host(test::dev(), {N}, hbias);
+  std::vector<T> c;
+  const int sms = test::on_gpu() ? test::dev().multiprocessors() : 3;  // few CTAs: several tiles each
+  if (bias_relu) {
+    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL, bias_relu_epilogue<T>>;
+    const auto kern = kernel::make(M, N, K, 2, order, {bias.data(), N});
+    c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
+  } else {
+    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL>;
+    const auto kern = kernel::make(M, N, K, 2, order);
+    c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
+  }
+  std::vector<double> ref(M * N, 0.0);
+  for (long long i = 0; i < M; ++i)
+    for (long long kk = 0; kk < K; ++kk) {
+      const double av = tp::to_float(ha[i * K + kk]);
+      for (long long j = 0; j < N; ++j) ref[i * N + j] += av * tp::to_float(hb[b_row ? kk * N + j : j * K + kk]);
+    }
+  if (bias_relu)
+    for (long long i = 0; i < M * N; ++i) ref[i] = std::max(ref[i] + tp::to_float(hbias[i % N]), 0.0);
+  EXPECT_LT(test::rel_error(c, ref), 1e-2) << M << "x" << N << "x" << K;
+}
+
 }  // namespace
+
+TEST(Examples, MatmulWsShapes) {
+  const long long s = test::on_gpu() ? 4 : 1;
+  check_matmul_ws<tp::bf16, b_layout::row_major>(256 * s, 512 * s, 256);                  // square-ish, several tiles per CTA
+  check_matmul_ws<tp::f16, b_layout::col_major>(520 * s, 136, 200, false, tile_order::snake);  // tall, edges everywhere
+  check_matmul_ws<tp::bf16, b_layout::row_major>(72, 776 * s, 136);                       // wide
+  check_matmul_ws<tp::bf16, b_layout::col_major>(200, 264, 8);                            // K smaller than a block
+  check_matmul_ws<tp::f16, b_layout::row_major, 256, 128>(333, 200, 456, true);           // 256 x 128 tiles, bias + ReLU
+}
 
 TEST(Examples, MatmulShapes) {
   const long long s = test::on_gpu() ? 4 : 1;  // larger problems on the GPU

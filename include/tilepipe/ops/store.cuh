@@ -2,6 +2,7 @@
 #pragma once
 
 #include "../core/refs.cuh"
+#include "../core/static_for.cuh"
 #include "fragment.cuh"
 
 namespace tilepipe {
@@ -31,6 +32,37 @@ TP_HD TP_FORCEINLINE void store(const Ref& dst, const fragment<T, M, N>& f) {
 #else
   for (int r = 0; r < M; ++r)
     for (int c = 0; c < N; ++c) *dst.ptr(r, c) = from_float<U>(to_float(f.v[r * N + c]));
+#endif
+}
+
+/// Writes columns [Col0, Col0 + Ref::cols) of a fragment into an SMEM view (a tiled
+/// epilogue stores a wide accumulator through a narrow buffer; see tp::static_for).
+template <int Col0, class T, int M, int N, class Ref>
+TP_HD TP_FORCEINLINE void store_columns(const Ref& dst, const fragment<T, M, N>& f) {
+  constexpr int col0 = Col0;
+  static_assert(Col0 % 8 == 0 && Col0 + Ref::cols <= N, "tilepipe: store_columns: columns outside the fragment");
+  static_assert(is_smem_ref_v<Ref> && !Ref::transposed, "tilepipe: store_columns writes to an untransposed SMEM view");
+  static_assert(Ref::rows == M && Ref::cols % 8 == 0 && Ref::cols <= N, "tilepipe: store_columns: the view is M x (a multiple of 8)");
+  using U = typename Ref::value_type;
+#if TP_DEVICE_PASS
+  // Registers 4 j .. 4 j + 3 hold columns 8 j .. 8 j + 7: the slice is registers 4 col0/8 on.
+#pragma unroll
+  for (int b = 0; b < M / 64; ++b)
+#pragma unroll
+    for (int i = 0; i < Ref::cols / 2; i += 2) {
+      const int reg = i + col0 / 2;
+      const int r = detail::frag_row(b, i), c = detail::frag_col(i);
+      if constexpr (sizeof(U) == 2) {
+        struct alignas(4) pair { U x, y; };
+        *reinterpret_cast<pair*>(dst.ptr(r, c)) = pair{from_float<U>(to_float(f.v[b][reg])), from_float<U>(to_float(f.v[b][reg + 1]))};
+      } else {
+        *dst.ptr(r, c) = from_float<U>(to_float(f.v[b][reg]));
+        *dst.ptr(r, c + 1) = from_float<U>(to_float(f.v[b][reg + 1]));
+      }
+    }
+#else
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < Ref::cols; ++c) *dst.ptr(r, c) = from_float<U>(to_float(f.v[r * N + col0 + c]));
 #endif
 }
 

@@ -86,6 +86,10 @@ TP_HD compute_context_t<F> compute_context(F fn) {
 /// `start` (or `only`, a chain of one), the last `stop`, any others `steady`.
 enum class pipeline_state { start, steady, stop, only };
 
+/// Which side of a warp-specialised pipeline a call runs (see warp_specialized_for).
+struct memory_role_t {};
+struct compute_role_t {};
+
 /// The register split of a warp-specialised CTA, checked at compile time: each count a
 /// multiple of 8 in 24..256, the compute count what Pallas gives them (512 minus the memory
 /// registers, shared, floored to 8, at most 256), and the total within what the launch
@@ -155,6 +159,8 @@ struct ws_input {
   int slot = -1;
   slot_bits ready_bits;
   block_index last{};
+  // The slots of the last delay + 1 steps, oldest first, and whether each step was its
+  // block's last: shifted every step so that all indices are compile-time constants.
   int hist_slot[delay + 1] = {};
   bool hist_last[delay + 1] = {};
   // memory side
@@ -216,25 +222,27 @@ struct ws_input {
       slot = (slot + 1) % slots;
       prim::mbarrier_wait(ready + slot, ready_bits.flip(slot));
     }
-    hist_slot[s % (delay + 1)] = slot;
+    (void)s;
     return {reinterpret_cast<T*>(slot_ptr(slot)), 0};
   }
 
   /// After the body of step s: records whether s was the block's last step, and releases
   /// the block of step s - delay if that was its last step.
   TP_HD void release_after(const Spec& spec, const index<Grid::rank>& next, bool last_step, long long s) {
-    hist_last[s % (delay + 1)] = last_step || !(apply_index_map(spec.index_map, next) == last);
-    if constexpr (!Manual) {
-      const long long u = s - delay;
-      if (u >= 0 && hist_last[u % (delay + 1)]) prim::mbarrier_arrive_per_warp(consumed + hist_slot[u % (delay + 1)]);
-    }
+#pragma unroll
+    for (int h = 0; h < delay; ++h) hist_slot[h] = hist_slot[h + 1], hist_last[h] = hist_last[h + 1];
+    hist_slot[delay] = slot;
+    hist_last[delay] = last_step || !(apply_index_map(spec.index_map, next) == last);
+    if constexpr (!Manual)
+      if (s >= delay && hist_last[0]) prim::mbarrier_arrive_per_warp(consumed + hist_slot[0]);
   }
 
   /// After the last step: releases the blocks of the last `delay` steps.
   TP_HD void release_tail(long long steps) {
     if constexpr (!Manual)
-      for (long long u = steps - delay < 0 ? 0 : steps - delay; u < steps; ++u)
-        if (hist_last[u % (delay + 1)]) prim::mbarrier_arrive_per_warp(consumed + hist_slot[u % (delay + 1)]);
+#pragma unroll
+      for (int h = 1; h <= delay; ++h)
+        if (steps - (delay + 1 - h) >= 0 && hist_last[h]) prim::mbarrier_arrive_per_warp(consumed + hist_slot[h]);
   }
 };
 
@@ -371,7 +379,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
                 "tilepipe: memory_thread_idx is out of range: the CTA has num_compute_wgs + 1 warpgroups");
   static_assert((Ins::in_smem && ...) && (Outs::in_smem && ...),
                 "tilepipe: the warp-specialised pipeline moves every operand through SMEM (no gmem_spec)");
-  static constexpr bool has_carry = !std::is_same_v<Ctx, no_carry>;
+  static constexpr bool has_context = !std::is_same_v<Ctx, no_carry>;
 
  public:
   TP_HD ws_pipeline(Body body, Grid grid, cuda::std::tuple<Ins...> ins, cuda::std::tuple<Outs...> outs, Ctx ctx)
@@ -396,24 +404,46 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     return a;
   }
 
-  /// Runs the pipeline alone: allocates, runs, waits for everything, frees.
+  /// Runs the pipeline alone: allocates, moves registers to the compute warpgroups, runs,
+  /// waits for everything, gives the registers back, frees.
   template <class... G>
   TP_HD void operator()(kernel_context& k, const G&... gmem) const {
     const std::uint32_t mark = k.smem_mark();
     auto a = get_allocations(k, gmem...);
-    run(k, a, true, true, gmem...);
+    const auto refs = cuda::std::tie(gmem...);
+    if (k.thread_index() == MemIdx) {
+      prim::setmaxnreg_dec<regs::memory>();
+      memory_role(a, refs, true);
+      prim::setmaxnreg_inc<regs::launch_cap>();
+    } else {
+      prim::setmaxnreg_inc<regs::compute>();
+      compute_role(a, refs);
+      prim::setmaxnreg_dec<regs::launch_cap>();
+    }
     k.sync_threads();
     k.smem_release(mark);
   }
 
   /// Runs one pipeline of a chain on hoisted allocations: start, steady..., stop. Between
   /// pipelines of a chain nobody waits for anybody: the memory warpgroup fetches the next
-  /// pipeline's blocks while the compute warpgroups finish the previous one.
+  /// pipeline's blocks while the compute warpgroups finish the previous one. Registers stay
+  /// as they are; tp::warp_specialized_for moves them for a whole loop of pipelines.
   template <class Alloc, class... G>
     requires(!std::is_base_of_v<kernel_context, std::remove_cvref_t<Alloc>> && sizeof...(G) > 0)
   TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, const G&... gmem) const {
-    run(k, alloc, state == pipeline_state::start || state == pipeline_state::only,
-        state == pipeline_state::stop || state == pipeline_state::only, gmem...);
+    const auto refs = cuda::std::tie(gmem...);
+    if (k.thread_index() == MemIdx) memory_role(alloc, refs, stops(state));
+    else compute_role(alloc, refs);
+  }
+
+  /// The same, for one side only: inside tp::warp_specialized_for the memory and compute
+  /// warpgroups each run their own loop, so each branch holds one role's code.
+  template <class Alloc, class Role, class... G>
+    requires(std::is_same_v<Role, memory_role_t> || std::is_same_v<Role, compute_role_t>)
+  TP_HD void operator()(kernel_context&, Alloc& alloc, pipeline_state state, Role, const G&... gmem) const {
+    const auto refs = cuda::std::tie(gmem...);
+    if constexpr (std::is_same_v<Role, memory_role_t>) memory_role(alloc, refs, stops(state));
+    else compute_role(alloc, refs);
   }
 
  private:
@@ -434,17 +464,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     return allocations<in_t, out_t>{};
   }
 
-  template <class Alloc, class... G>
-  TP_HD void run(kernel_context& k, Alloc& a, bool start, bool stop, const G&... gmem) const {
-    const auto refs = cuda::std::tie(gmem...);
-    if (k.thread_index() == MemIdx) {
-      if (start) prim::setmaxnreg_dec<regs::memory>();
-      memory_role(a, refs, stop);
-    } else {
-      if (start) prim::setmaxnreg_inc<regs::compute>();
-      compute_role(a, refs);
-    }
-  }
+  static TP_HD bool stops(pipeline_state s) { return s == pipeline_state::stop || s == pipeline_state::only; }
 
   // ---- the memory warpgroup --------------------------------------------------------------
 
@@ -491,11 +511,14 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   template <class Alloc, class Refs>
   TP_HD void compute_role(Alloc& a, const Refs& refs) const {
-    if constexpr (has_carry) {
+    if constexpr (has_context) {
       int calls = 0;
-      auto pipeline = [&](auto init) {
+      // pipeline(init) runs with a carry and returns the final one; pipeline() runs without.
+      auto pipeline = [&](auto... init) {
+        static_assert(sizeof...(init) <= 1, "tilepipe: the pipeline takes at most one initial carry");
         TP_REQUIRE(++calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
-        return compute_loop(a, refs, init);
+        if constexpr (sizeof...(init) == 1) return compute_loop(a, refs, init...);
+        else compute_loop(a, refs, no_carry{});
       };
       ctx_.fn(pipeline);
       TP_REQUIRE(calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
@@ -550,6 +573,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
               [&](auto&... out) {
                 return cuda::std::apply(
                     [&](auto&... tok) -> C {
+                      constexpr bool has_carry = !std::is_same_v<C, no_carry>;
                       if constexpr (Manual && has_carry) return body_(at, in..., out..., tok..., carry);
                       else if constexpr (Manual) {
                         body_(at, in..., out..., tok...);
@@ -662,6 +686,35 @@ TP_HD auto emit_pipeline_warp_specialized(Body body, grid_t<E...> grid, in_specs
   auto ctx = pick_context(opts...);
   return ws_pipeline<nc, mem_regs, mem_idx, mcs, delay, manual, decltype(ctx), Body, grid_t<E...>, cuda::std::tuple<Ins...>,
                      cuda::std::tuple<Outs...>>(body, grid, ins.specs, outs.specs, ctx);
+}
+
+/// Runs f(item, state, role) for item = first, first + stride, ... < end (a persistent loop
+/// over tiles) with the warp-specialised register split: the memory warpgroup runs the
+/// loop with memory_role_t, the compute warpgroups with compute_role_t, each after one
+/// setmaxnreg, and the registers are given back afterwards. `state` is the position of the
+/// item's pipeline in the chain (start, steady..., stop; only for a single item).
+template <int NumCompute, int MemoryRegs, int MemoryIdx = NumCompute, class F>
+TP_HD void warp_specialized_for(const kernel_context& k, int first, int end, int stride, F&& f) {
+  using regs = register_split<NumCompute, MemoryRegs>;
+  auto loop = [&](auto role) {
+    for (int item = first; item < end; item += stride) {
+      const bool is_first = item == first, is_last = item + stride >= end;
+      const auto state = is_first && is_last ? pipeline_state::only
+                         : is_first          ? pipeline_state::start
+                         : is_last           ? pipeline_state::stop
+                                             : pipeline_state::steady;
+      f(item, state, role);
+    }
+  };
+  if (k.thread_index() == MemoryIdx) {
+    prim::setmaxnreg_dec<regs::memory>();
+    loop(memory_role_t{});
+    prim::setmaxnreg_inc<regs::launch_cap>();
+  } else {
+    prim::setmaxnreg_inc<regs::compute>();
+    loop(compute_role_t{});
+    prim::setmaxnreg_dec<regs::launch_cap>();
+  }
 }
 
 /// The index of the calling warpgroup among the compute warpgroups (0 .. num_compute_wgs - 1).

@@ -1,0 +1,66 @@
+// A persistent, warp-specialised matmul with a fused epilogue: C = epilogue(A * B).
+// Runs on the GPU when there is one, else in the CPU interpreter; checks itself against a
+// float64 reference and prints what it ran on and how fast.
+//   matmul_ws [--m M] [--n N] [--k K] [--dtype bf16|f16] [--b row|col] [--bias-relu 1]
+#include "../common/example_util.hpp"
+#include "matmul_ws_kernel.cuh"
+
+template <class T, b_layout BL, class Epi>
+int run(const tp::device& dev, long long M, long long N, long long K, Epi epi, const std::vector<T>& hbias) {
+  using kernel = matmul_ws_kernel<T, T, 128, 256, 4, BL, Epi>;
+  const bool b_row = BL == b_layout::row_major;
+  auto ha = example::random_values<T>(M * K), hb = example::random_values<T>(K * N);
+  auto a = tp::tensor<T, 2>::from_host(dev, {M, K}, ha);
+  auto b = tp::tensor<T, 2>::from_host(dev, b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
+  const int sms = dev.is_gpu() ? dev.multiprocessors() : 3;
+  const auto kern = kernel::make(M, N, K, 8, tile_order::grouped, epi);
+  auto c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(dev, a, b);
+  const auto hc = c.to_host();
+
+  example::rel_error err;
+  std::mt19937_64 rng(7);
+  const bool all = M * N <= 1 << 16;
+  for (long long s = 0; s < (all ? M * N : 4096); ++s) {
+    const long long i = all ? s / N : static_cast<long long>(rng() % M), j = all ? s % N : static_cast<long long>(rng() % N);
+    double ref = 0;
+    for (long long kk = 0; kk < K; ++kk)
+      ref += double(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[b_row ? kk * N + j : j * K + kk]);
+    if (!hbias.empty()) ref = std::max(ref + tp::to_float(hbias[j]), 0.0);
+    err.add(tp::to_float(hc[i * N + j]), ref);
+  }
+
+  const auto launch = tp::kernel(kern, kern.config(sms));
+  const auto t = tp::time_runs(dev, [&] { launch(dev, a, b, c); }, dev.is_gpu() ? 5 : 0, dev.is_gpu() ? 20 : 1);
+  std::printf("matmul_ws %s, B %s%s, %lld x %lld x %lld on %s: %.3f ms, %.1f TFLOP/s\n", tp::dtype_traits<T>::name,
+              b_row ? "row-major" : "column-major", hbias.empty() ? "" : ", bias + ReLU", M, N, K, dev.name().c_str(),
+              t.median_ms, 2.0 * M * N * K / (t.median_ms * 1e-3) / 1e12);
+  return example::report("C", err.value(), 1e-2);
+}
+
+template <class T>
+int run_dtype(const tp::device& dev, long long M, long long N, long long K, bool b_row, bool bias_relu) {
+  if (!bias_relu)
+    return b_row ? run<T, b_layout::row_major>(dev, M, N, K, no_epilogue{}, {})
+                 : run<T, b_layout::col_major>(dev, M, N, K, no_epilogue{}, {});
+  const auto hbias = example::random_values<T>(N);
+  auto bias = tp::tensor<T, 1>::from_host(dev, {N}, hbias);
+  const bias_relu_epilogue<T> epi{bias.data(), N};
+  return b_row ? run<T, b_layout::row_major>(dev, M, N, K, epi, hbias) : run<T, b_layout::col_major>(dev, M, N, K, epi, hbias);
+}
+
+int main(int argc, char** argv) {
+  const auto dev = tp::device::open();
+  const bool gpu = dev.is_gpu();
+  const long long M = example::flag(argc, argv, "--m", gpu ? 4096 : 264);
+  const long long N = example::flag(argc, argv, "--n", gpu ? 4096 : 520);
+  const long long K = example::flag(argc, argv, "--k", gpu ? 4096 : 200);
+  const bool f16 = example::flag_str(argc, argv, "--dtype", "bf16") == "f16";
+  const bool b_row = example::flag_str(argc, argv, "--b", "row") == "row";
+  const bool bias_relu = example::flag(argc, argv, "--bias-relu", 0) != 0;
+  try {
+    return f16 ? run_dtype<tp::f16>(dev, M, N, K, b_row, bias_relu) : run_dtype<tp::bf16>(dev, M, N, K, b_row, bias_relu);
+  } catch (const tp::error& e) {
+    std::printf("%s\n", e.what());
+    return 2;
+  }
+}

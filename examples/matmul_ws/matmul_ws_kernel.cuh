@@ -1,0 +1,131 @@
+// A persistent, warp-specialised matmul: C = epilogue(A * B).
+//
+// One CTA per SM loops over output tiles in an L2-friendly order. Each tile is one
+// emit_pipeline_warp_specialized over K; the tiles' pipelines form a chain on hoisted
+// allocations (start, steady..., stop), so the memory warpgroup fetches the next tile's
+// first blocks while the two compute warpgroups run the previous tile's epilogue. The
+// epilogue applies a hook (bias, activation), converts to the output type and stores the
+// accumulator 64 columns at a time through a double-buffered SMEM tile with TMA, without
+// waiting for the stores: they drain while the next tile computes.
+#pragma once
+
+#include <tilepipe/tilepipe.cuh>
+
+#include "../matmul/matmul_kernel.cuh"  // b_layout
+
+namespace tp = tilepipe;
+
+/// The identity epilogue: C = A * B.
+struct no_epilogue {
+  TP_HD float operator()(float acc, long long, long long) const { return acc; }
+};
+
+/// C = max(A * B + bias[col], 0): a per-column bias from global memory, then ReLU.
+template <class T>
+struct bias_relu_epilogue {
+  const T* bias;
+  long long n;
+  TP_HD float operator()(float acc, long long, long long col) const {
+    const float v = acc + (col < n ? tp::to_float(bias[col]) : 0.0f);
+    return v > 0.0f ? v : 0.0f;
+  }
+};
+
+/// Tile order of the persistent loop.
+enum class tile_order { grouped, snake };
+
+template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue>
+struct matmul_ws_kernel {
+  static constexpr int compute_wgs = 2;
+  static constexpr int num_threads = compute_wgs + 1;  // the memory warpgroup is the last
+  static constexpr int BK = 64;
+  static constexpr int WM = BM / compute_wgs;  // rows per compute warpgroup
+  static constexpr int EN = 64;                // epilogue chunk: 64 columns
+  using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<128>>;
+  using b_tile = std::conditional_t<BL == b_layout::row_major, tp::tile<tp::block<BK, BN>, tp::swizzle<128>>,
+                                    tp::tile<tp::block<BN, BK>, tp::swizzle<128>>>;
+  using c_tile = tp::tile<tp::block<WM, EN>, tp::swizzle<128>>;
+  using c_view = tp::smem<TC, c_tile>;
+  static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
+
+  int tiles_m, tiles_n, k_steps, group;
+  tile_order order = tile_order::grouped;
+  Epilogue epilogue{};
+
+  TP_HD tp::tile_coord tile_at(int t) const {
+    return order == tile_order::snake ? tp::snake_tile_order(t, tiles_m, tiles_n, group)
+                                      : tp::grouped_tile_order(t, tiles_m, tiles_n, group);
+  }
+
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
+                        tp::gmem<TC, 2, c_tile> c) const {
+    const int ci = tp::compute_index(k, compute_wgs);
+    tp::accumulator<WM, BN> acc;  // lives in the compute warpgroups only
+
+    auto step = [&acc, ci](auto, auto a_smem, auto b_smem) {
+      auto b_kn = [&] {
+        if constexpr (BL == b_layout::row_major) return b_smem;
+        else return tp::transpose(b_smem);
+      }();
+      tp::wgmma(acc, tp::rows<WM>(a_smem, ci * WM), b_kn);
+      tp::wgmma_wait<1>();  // one group stays in flight: delay_release<1>
+    };
+
+    // Epilogue buffers: two 64-column chunks per compute warpgroup, after the pipeline's slots.
+    c_view c_buf[2];
+    auto make = [&](tp::tile_coord t) {
+      auto context = tp::compute_context([&, t](auto pipeline) {
+        acc = tp::zeros<float, WM, BN>();
+        pipeline();
+        tp::wgmma_wait<0>(acc);
+        const long long row0 = static_cast<long long>(t.m) * BM + ci * WM, col0 = static_cast<long long>(t.n) * BN;
+        acc = tp::map(acc, [&](float v, int r, int cc) { return epilogue(v, row0 + r, col0 + cc); });
+        tp::static_for<BN / EN>([&](auto chunk) {
+          const c_view& buf = c_buf[chunk.value % 2];
+          tp::wait_smem_to_gmem<1, true>();  // the store that last read this buffer is done reading
+          tp::store_columns<chunk.value * EN>(buf, acc);
+          tp::commit_smem();
+          tp::copy_smem_to_gmem(buf, c, tp::idx(t.m * compute_wgs + ci, t.n * (BN / EN) + chunk.value));
+        });
+      });
+      auto a_map = [t](auto kk) { return tp::idx(t.m, kk); };
+      auto b_map = [t](auto kk) {
+        if constexpr (BL == b_layout::row_major) return tp::idx(kk, t.n);
+        else return tp::idx(t.n, kk);
+      };
+      return tp::emit_pipeline_warp_specialized(
+          step, tp::grid(k_steps),
+          tp::in_specs(tp::spec<a_tile>(a_map, tp::delay_release<1>), tp::spec<b_tile>(b_map, tp::delay_release<1>)),
+          tp::out_specs(), tp::num_compute_wgs<compute_wgs>, tp::memory_registers<40>,
+          tp::max_concurrent_steps<Stages>, context);
+    };
+
+    auto alloc = make({0, 0}).get_allocations(k, a, b);
+    unsigned char* bufs = k.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
+    for (int i = 0; i < 2; ++i)
+      c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
+
+    // The persistent loop: this CTA's tiles, each a pipeline of the chain.
+    tp::warp_specialized_for<compute_wgs, 40>(k, k.axis_index(0), tiles_m * tiles_n, k.axis_size(0),
+                                              [&](int t, tp::pipeline_state state, auto role) {
+                                                make(tile_at(t))(k, alloc, state, role, a, b);
+                                              });
+    if (k.thread_index() != compute_wgs) tp::wait_smem_to_gmem<0>();  // the last tile's stores
+  }
+
+  /// Shared memory: the pipeline's slots and barriers, then the epilogue buffers.
+  static constexpr std::size_t smem_bytes =
+      Stages * (BM * BK + BK * BN) * sizeof(T) + 2 * 1024 + 2 * compute_wgs * c_view::bytes;
+  static_assert(tp::diagnostic::smem_over_budget<smem_bytes, tp::smem_capacity>::ok);
+
+  static matmul_ws_kernel make(long long M, long long N, long long K, int group = 8, tile_order order = tile_order::grouped,
+                               Epilogue epi = {}) {
+    return {static_cast<int>((M + BM - 1) / BM), static_cast<int>((N + BN - 1) / BN), static_cast<int>((K + BK - 1) / BK),
+            group, order, epi};
+  }
+  /// One CTA per SM (or per tile, when there are fewer tiles).
+  tp::launch_config config(int sms) const {
+    const int ctas = tiles_m * tiles_n < sms ? tiles_m * tiles_n : sms;
+    return {.grid = {ctas}, .smem_bytes = smem_bytes};
+  }
+};
