@@ -5,6 +5,7 @@
 
 #include "../backend/primitives.cuh"
 #include "../core/refs.cuh"
+#include "smem_access.cuh"
 
 #include <utility>
 
@@ -40,6 +41,8 @@ TP_HD TP_FORCEINLINE void map(F&& f, const Out& out, const In&... in) {
   static_assert(Out::stored_rows == Out::layout::rows, "tilepipe: map works on whole blocks");
   constexpr int vec = 16 / static_cast<int>(sizeof(T));
   constexpr int chunks = Out::layout::bytes / 16;
+  (detail::note_view(in, false, "tp::map input"), ...);
+  detail::note_view(out, true, "tp::map output");
   auto* o = reinterpret_cast<detail::chunk16*>(out.base);
   const detail::chunk16* srcs[sizeof...(In) > 0 ? sizeof...(In) : 1] = {reinterpret_cast<const detail::chunk16*>(in.base)...};
 #if TP_DEVICE_PASS
