@@ -41,12 +41,12 @@ enum class copy_mode {
 
 /// One asynchronous operation or wait, as recorded for tests and reports.
 struct event {
-  enum kind_t { tma_load, tma_store, barrier_wait, bulk_commit } kind;
+  enum kind_t { tma_load, tma_store, barrier_wait, bulk_commit, bulk_wait } kind;
   int cta = 0;                // CTA in launch order
   int wg = 0;                 // issuing / waiting warpgroup
   std::uint32_t smem = 0;     // SMEM offset written (load) or read (store)
   std::uint32_t barrier = 0;  // barrier offset (load, wait)
-  std::uint32_t parity = 0;   // waited parity
+  std::uint32_t parity = 0;   // waited parity; bulk_wait: the groups it lets stay pending
   int coords[5] = {};         // TMA coordinates, innermost first
 };
 
@@ -330,6 +330,7 @@ class cta_state {
 
   /// cp.async.bulk.wait_group(.read) N: all but the newest n committed groups finish.
   void wait_stores(int wg, int n) {
+    record({event::bulk_wait, 0, wg, 0, 0, static_cast<std::uint32_t>(n), {}});
     auto& g = wgs[wg].store_groups;
     while (static_cast<int>(g.size()) > n) {
       for (auto& c : g.front()) {
@@ -476,9 +477,10 @@ class cta_state {
                                 "never waited for",
                                 b.label().c_str(), how, c.what.c_str());
     if (b.arrived != 0 || b.tx != 0)
-      detail::throw_formatted("barrier protocol [pending at exit]: mbarrier %s %s part-way through phase %u: %u of %u "
-                              "arrivals, %lld transaction bytes outstanding",
-                              b.label().c_str(), how, b.completed, b.arrived, b.count, b.tx);
+      detail::throw_formatted("barrier protocol [barrier in use]: mbarrier %s %s part-way through phase %u: %u of %u "
+                              "arrivals (from %s), %lld transaction bytes outstanding",
+                              b.label().c_str(), how, b.completed, b.arrived, b.count,
+                              warpgroup_list(b.arrivers_now).c_str(), b.tx);
     check_loads_observed(b, how);
   }
 
