@@ -531,7 +531,12 @@ class cta_state {
       s += "\n  mbarrier " + b.label() + ": ";
       if (b.arrived < b.count) {
         s += "needs " + std::to_string(b.count - b.arrived) + " more arrival(s) to complete phase " +
-             std::to_string(b.completed) + " (arrived so far: " + warpgroup_list(b.arrivers_now) + ")";
+             std::to_string(b.completed) + " (arrived in this phase: " + warpgroup_list(b.arrivers_now) +
+             "; in earlier phases: " + warpgroup_list(b.arrivers_ever) + ")";
+        const unsigned blocked = b.arrivers_ever & ~returned & ~b.arrivers_now;
+        if (blocked && !(b.arrivers_ever & ~b.arrivers_now & returned))
+          s += "\n    the warpgroups that arrive on it are blocked themselves: " + warpgroup_list(blocked) +
+               " (a cycle of waits: each side waits for the other to go first)";
         const unsigned skipped = b.arrivers_ever & returned & ~b.arrivers_now;
         if (skipped)
           s += "\n    " + warpgroup_list(skipped) +
