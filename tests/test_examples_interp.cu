@@ -81,6 +81,52 @@ TEST(ExamplesInterpreted, ElementwiseRunsCleanInEveryCopyMode) {
   }
 }
 
+// Two warpgroups share each step: each reads its 64 rows of the input block and adds them
+// into its rows of the output block, which stays the same across the k axis (TPU output
+// semantics: stored when the row block changes). y(block i) = sum_k x(block i, k).
+struct row_block_sum_kernel {
+  static constexpr int num_threads = 2;
+  using tile_t = tp::tile<tp::block<128, 64>>;
+  int row_blocks, k_blocks;
+
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile_t> x, tp::gmem<float, 2, tile_t> y) const {
+    const int wg = k.thread_index();
+    auto body = [=](auto at, auto x_smem, auto y_smem) {
+      const auto xs = tp::rows<64>(x_smem, 64 * wg);
+      const auto ys = tp::rows<64>(y_smem, 64 * wg);
+      auto v = tp::load<float>(xs);
+      if (at[1] != 0) v = v + tp::load<float>(ys);
+      tp::store(ys, v);
+    };
+    tp::emit_pipeline(body, tp::grid(row_blocks, k_blocks),
+                      tp::in_specs(tp::spec<tile_t>([](auto i, auto kk) { return tp::idx(i, kk); })),
+                      tp::out_specs(tp::spec<tile_t>([](auto i, auto) { return tp::idx(i, 0); })),
+                      tp::max_concurrent_steps<3>)(k, x, y);
+  }
+};
+
+TEST(ExamplesInterpreted, TwoWarpgroupsAccumulatingIntoOneOutputBlockRunClean) {
+  TP_INTERPRETER_ONLY();
+  const int row_blocks = 3, k_blocks = 4;
+  const long long rows = 128LL * row_blocks, cols = 64LL * k_blocks;
+  const auto hx = test::random_values<float>(static_cast<std::size_t>(rows * cols));
+  std::vector<double> ref(static_cast<std::size_t>(rows * 64), 0.0);
+  for (long long r = 0; r < rows; ++r)
+    for (long long c = 0; c < cols; ++c) ref[r * 64 + c % 64] += hx[r * cols + c];
+  for (copy_mode m : test::all_copy_modes)
+    for (bool sync : {false, true}) {
+      auto dev = test::interpreter(m);
+      dev.interpreter.no_pipelining = sync;
+      auto x = tp::tensor<float, 2>::from_host(dev, {rows, cols}, hx);
+      const row_block_sum_kernel kern{row_blocks, k_blocks};
+      std::vector<float> hy;
+      EXPECT_EQ(test::error_of([&] { hy = tp::kernel(kern, {.grid = {1}}, tp::out_type<float>(rows, 64))(dev, x).to_host(); }),
+                "")
+          << test::mode_name(m);
+      if (!hy.empty()) EXPECT_LT(test::rel_error(hy, ref), 1e-6) << test::mode_name(m);
+    }
+}
+
 TEST(ExamplesInterpreted, MatmulTimeWithAndWithoutDetection) {
   TP_INTERPRETER_ONLY();
   using bf = tp::bf16;

@@ -93,11 +93,11 @@ class cta_state {
   cta_state(int num_warpgroups, std::size_t smem_bytes, const options& opt, std::string kernel, std::string cta,
             int cta_number = 0)
       : sched(num_warpgroups),
-        cta_number_(cta_number),
         wgs(num_warpgroups),
         kernel_name(std::move(kernel)),
         cta_name(std::move(cta)),
         smem_size(smem_bytes),
+        cta_number_(cta_number),
         opt_(opt),
         rng_(opt.seed) {
     smem_ = static_cast<unsigned char*>(std::aligned_alloc(1024, round_up(smem_bytes ? smem_bytes : 1024, 1024)));
