@@ -53,6 +53,7 @@ class kernel_context {
               "dynamic shared memory (launch option smem_bytes; the device allows %u)",
               what, bytes, start, smem_size_, static_cast<unsigned>(smem_capacity));
     smem_top_ = start + bytes;
+    prim::name_smem(smem_ + start, bytes, what);  // for the interpreter's reports
     return smem_ + start;
   }
 
@@ -67,6 +68,7 @@ class kernel_context {
   TP_HD View alloc_per_thread() {
     constexpr std::uint32_t stride = (View::bytes + smem_alignment - 1) / smem_alignment * smem_alignment;
     unsigned char* p = allocate(stride * num_threads(), "per-thread SMEM view");
+    for (int w = 0; w < num_threads(); ++w) prim::name_smem(p + stride * w, View::bytes, "per-thread SMEM view of warpgroup", w);
     return View{reinterpret_cast<typename View::value_type*>(p + stride * thread_index()), 0};
   }
 

@@ -10,6 +10,7 @@
 #include "core/index_map.cuh"
 #include "core/layout.cuh"
 #include "core/refs.cuh"
+#include "core/register_budget.cuh"
 #include "core/static_for.cuh"
 #include "core/tile_order.cuh"
 #include "kernel.cuh"

@@ -5,6 +5,10 @@
 //
 // All primitives are called by every thread of a warpgroup unless marked "leader": those
 // are issued by the calling thread alone and must be guarded by `if (prim::leader())`.
+//
+// Some primitives exist only for the interpreter's checks and compile to nothing on the
+// GPU: note_smem_read / note_smem_write (generic SMEM accesses the library performs, for
+// the race detector), name_smem and mbarrier_name (names in reports), annotate_step.
 #pragma once
 
 #include "../core/config.cuh"
@@ -14,6 +18,7 @@
 #include "../core/wgmma_desc.cuh"
 
 #if TP_DEVICE_PASS
+#include "sm90/debug_hangs.cuh"
 #include "sm90/sync.cuh"
 #include "sm90/tma.cuh"
 #include "sm90/wgmma.cuh"
@@ -85,12 +90,13 @@ TP_HD TP_FORCEINLINE void fence_barrier_init() {
 #endif
 }
 
-/// leader: invalidates a barrier whose memory is about to be reused.
+/// leader: invalidates a barrier whose memory is about to be reused (the interpreter
+/// checks that it is idle: no waiter, no pending arrival, transaction or load).
 TP_HD TP_FORCEINLINE void mbarrier_inval(std::uint64_t* bar) {
 #if TP_DEVICE_PASS
   sm90::mbarrier_inval(bar);
 #else
-  (void)bar;
+  interpret::cta().barrier_inval(bar);
 #endif
 }
 
@@ -110,7 +116,7 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t coun
 #if TP_DEVICE_PASS
   sm90::mbarrier_arrive(bar, count);
 #else
-  interpret::cta().barrier_arrive(bar, count, 0);
+  interpret::cta().barrier_arrive(interpret::current().wg, bar, count, 0);
 #endif
 }
 
@@ -121,7 +127,7 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(std::uint64_t* bar) {
   __syncwarp();
   if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(bar, 1);
 #else
-  interpret::cta().barrier_arrive(bar, 4, 0);
+  interpret::cta().barrier_arrive(interpret::current().wg, bar, 4, 0);
 #endif
 }
 
@@ -130,7 +136,7 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uin
 #if TP_DEVICE_PASS
   sm90::mbarrier_arrive_expect_tx(bar, bytes);
 #else
-  interpret::cta().barrier_arrive(bar, 1, bytes);
+  interpret::cta().barrier_arrive(interpret::current().wg, bar, 1, bytes);
 #endif
 }
 
@@ -143,13 +149,23 @@ TP_HD TP_FORCEINLINE void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t b
 #endif
 }
 
-/// Waits until the phase of the given parity has completed.
-TP_HD TP_FORCEINLINE void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity) {
-#if TP_DEVICE_PASS
+/// Where a barrier wait is, when the caller knows: for the interpreter's reports and the
+/// GPU debug mode's hang messages (unused, and free, otherwise).
+struct wait_site {
+  int slot = -1;
+  long long step = -1;
+};
+
+/// Waits until the phase of the given parity has completed. With TILEPIPE_DEBUG_HANGS the
+/// GPU wait gives up after about a second, prints where it was and traps.
+TP_HD TP_FORCEINLINE void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity, [[maybe_unused]] wait_site site = {}) {
+#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG_HANGS)
+  sm90::mbarrier_wait_bounded(bar, parity, site.slot, site.step);
+#elif TP_DEVICE_PASS
   while (!sm90::mbarrier_try_wait(bar, parity)) {
   }
 #else
-  interpret::cta().barrier_wait(interpret::current().wg, bar, parity);
+  interpret::cta().barrier_wait(interpret::current().wg, bar, parity, {site.slot, site.step});
 #endif
 }
 
@@ -159,6 +175,8 @@ TP_HD TP_FORCEINLINE void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity
 TP_HD TP_FORCEINLINE void fence_proxy_async() {
 #if TP_DEVICE_PASS
   sm90::fence_proxy_async_smem();
+#else
+  interpret::cta().fence_proxy_async(interpret::current().wg);
 #endif
 }
 
@@ -183,6 +201,7 @@ TP_HD TP_FORCEINLINE void tma_load(const tma_desc& map, void* dst, const int (&c
   for (int i = 0; i < R; ++i) co[i] = coords[i];
   unsigned char* smem = c.smem();
   copy.perform = [&map, co, smem, dst_off] { interpret::tma_load_now(map, co, smem, dst_off); };
+  copy.op = c.track_load(interpret::current().wg, map, dst_off, bar_off);
   interpret::event e{interpret::event::tma_load, 0, interpret::current().wg, dst_off, bar_off, 0, {}};
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
   c.record(e);
@@ -205,6 +224,7 @@ TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const 
   for (int i = 0; i < R; ++i) co[i] = coords[i];
   unsigned char* smem = c.smem();
   copy.perform = [&map, co, smem, src_off] { interpret::tma_store_now(map, co, smem, src_off); };
+  copy.op = c.track_store(interpret::current().wg, map, src_off);
   interpret::event e{interpret::event::tma_store, 0, interpret::current().wg, src_off, 0, 0, {}};
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
   c.record(e);
@@ -285,6 +305,19 @@ void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t 
                      std::uint64_t db, bool b_mn_major, int scale_d) {
   auto& c = interpret::cta();
   const unsigned char* smem = c.smem();
+  // The SMEM granules this instruction reads, for the race detector.
+  std::vector<std::uint32_t> granules;
+  if (c.detector()) {
+    if (!a_regs)
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k)
+          granules.push_back(wgmma_operand_byte(da, a_mn_major, sizeof(T), m, k) / interpret::granule_bytes);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < 16; ++k)
+        granules.push_back(wgmma_operand_byte(db, b_mn_major, sizeof(T), n, k) / interpret::granule_bytes);
+    std::sort(granules.begin(), granules.end());
+    granules.erase(std::unique(granules.begin(), granules.end()), granules.end());
+  }
   c.issue_wgmma(interpret::current().wg, [=] {
     auto elem = [smem](std::uint64_t desc, bool mn_major, int mn, int k) {
       T v;
@@ -300,7 +333,7 @@ void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t 
         }
         d[m * ld + n] = acc;
       }
-  });
+  }, granules);
 }
 }  // namespace detail
 #endif
@@ -349,10 +382,64 @@ TP_HD TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
 }
 
 /// Fills memory a kernel must write before reading with NaN (interpreter only): an output
-/// block that is read before it was written then shows up in the results.
+/// block that is read before it was written then shows up in the results. The race
+/// detector sees it as a write by the calling warpgroup.
 TP_HD TP_FORCEINLINE void poison([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) {
 #if !TP_DEVICE_PASS
+  interpret::cta().note_access(interpret::current().wg, p, bytes, true, "poisoning");
   std::memset(p, 0xFF, bytes);
+#endif
+}
+
+// ---- interpreter-only annotations (no code on the GPU) ---------------------------------
+
+/// The calling warpgroup reads [p, p + bytes) of shared memory with ordinary loads, as
+/// `what` (e.g. "tp::map"). For the race detector; every library op that touches SMEM
+/// through generic loads or stores calls these.
+TP_HD TP_FORCEINLINE void note_smem_read([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes,
+                                         [[maybe_unused]] const char* what) {
+#if !TP_DEVICE_PASS
+  interpret::cta().note_access(interpret::current().wg, p, bytes, false, what);
+#endif
+}
+
+/// The calling warpgroup writes [p, p + bytes) of shared memory with ordinary stores.
+TP_HD TP_FORCEINLINE void note_smem_write([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes,
+                                          [[maybe_unused]] const char* what) {
+#if !TP_DEVICE_PASS
+  interpret::cta().note_access(interpret::current().wg, p, bytes, true, what);
+#endif
+}
+
+/// Names [p, p + bytes) in the interpreter's reports, e.g. ("pipeline input", 1, slot 2).
+TP_HD TP_FORCEINLINE void name_smem([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t bytes,
+                                    [[maybe_unused]] const char* what, [[maybe_unused]] int index = -1,
+                                    [[maybe_unused]] int slot = -1) {
+#if !TP_DEVICE_PASS
+  interpret::cta().name_region(p, bytes, what, index, slot);
+#endif
+}
+
+/// Tells the interpreter which pipeline step the calling warpgroup runs (-1: none), for
+/// reports; returns the previous one (restore it when a nested pipeline ends).
+TP_HD TP_FORCEINLINE long long annotate_step([[maybe_unused]] long long step) {
+#if TP_DEVICE_PASS
+  return -1;
+#else
+  return interpret::cta().set_step(interpret::current().wg, step);
+#endif
+}
+
+/// True when pipelines must make every copy synchronous (debugging: a bug that goes away
+/// with it is a pipelining bug). Compile-time on the GPU (TILEPIPE_NO_PIPELINING), also a
+/// launch option in the interpreter (options::no_pipelining).
+TP_HD TP_FORCEINLINE bool no_pipelining() {
+#if defined(TILEPIPE_NO_PIPELINING)
+  return true;
+#elif TP_DEVICE_PASS
+  return false;
+#else
+  return interpret::cta().opts().no_pipelining;
 #endif
 }
 

@@ -128,7 +128,9 @@ TP_HD auto bind_one(const KP& p, kernel_context& ctx, cuda::std::tuple<P...>*) {
     r.maps = p.maps + map_offset<I, P...>();
     return r;
   } else if constexpr (is_smem_ref_v<Param>) {
-    return Param{reinterpret_cast<typename Param::value_type*>(ctx.allocate(Param::bytes, "SMEM scratch")), 0};
+    auto* p = ctx.allocate(Param::bytes, "SMEM scratch");
+    prim::name_smem(p, Param::bytes, "SMEM scratch, kernel parameter", static_cast<int>(I));
+    return Param{reinterpret_cast<typename Param::value_type*>(p), 0};
   } else if constexpr (is_barriers_v<Param>) {
     Param b{reinterpret_cast<std::uint64_t*>(ctx.allocate(Param::bytes, "barrier scratch"))};
     if (ctx.cta_leader())
@@ -203,7 +205,9 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
           st.on_warpgroup_exit(i);
         } catch (const interpret::cta_aborted&) {
         } catch (const std::exception& e) {
-          st.sched.abort(std::string("warpgroup ") + std::to_string(i) + ": " + e.what());
+          std::string what = e.what();
+          if (what.rfind("tilepipe: ", 0) == 0) what.erase(0, 10);  // the launch's message says it once
+          st.sched.abort(std::string("warpgroup ") + std::to_string(i) + ": " + what);
         }
         st.sched.finish(i);
         interpret::current() = {};
@@ -300,6 +304,13 @@ class kernel_launcher {
     const dim3 grid(p->grid.extent[0], p->grid.extent[1], p->grid.extent[2]);
     entry<<<grid, launch_detail::threads_of<K>() * warpgroup_size, smem, static_cast<cudaStream_t>(cfg_.stream)>>>(*p);
     TP_CUDA_CHECK(cudaGetLastError());
+#if defined(TILEPIPE_DEBUG_HANGS)
+    // Debug mode: name the kernel whose barrier wait timed out (the device printed where).
+    if (const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(cfg_.stream)); e != cudaSuccess)
+      detail::throw_formatted("kernel %s failed: %s. With TILEPIPE_DEBUG_HANGS a trap is usually a barrier wait "
+                              "that timed out; the device printed which one above",
+                              launch_detail::kernel_name<K>().c_str(), cudaGetErrorString(e));
+#endif
 #endif
   }
 

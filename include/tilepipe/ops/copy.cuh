@@ -91,7 +91,8 @@ TP_HD TP_FORCEINLINE void commit_smem() {
 }
 
 /// Stores an SMEM block to block `bi` of `dst` and commits it as one bulk group.
-/// Call commit_smem() after writing src; wait with wait_smem_to_gmem<N>().
+/// Call commit_smem() after writing src; wait with wait_smem_to_gmem<N>(). With
+/// no_pipelining the store is waited for at once.
 template <class T, class L, int Rows, class G>
 TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, false>& src, const G& dst,
                                             const index<G::rank>& bi) {
@@ -101,6 +102,7 @@ TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, false>& s
   if (prim::leader()) {
     issue_block_store<typename L::tile_type>(dst, bi, src.base);
     prim::bulk_commit();
+    if (prim::no_pipelining()) prim::bulk_wait<0>();
   }
 }
 
@@ -125,6 +127,18 @@ TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const index<G::rank>& 
     prim::mbarrier_arrive_expect_tx(bar.ptr, block_bytes_v<typename L::tile_type, T>);
     issue_block_load<typename L::tile_type>(src, bi, dst.base, bar.ptr);
   }
+}
+
+/// Names an SMEM buffer in the interpreter's reports ("in 0"); no code on the GPU.
+template <class T, class L, int Rows, bool Tr>
+TP_HD TP_FORCEINLINE void name_buffer(const smem_ref<T, L, Rows, Tr>& view, const char* name, int index = -1) {
+  prim::name_smem(view.base, L::bytes, name, index);
+}
+
+/// Names barriers in the interpreter's reports ("ready" slot 0, 1, ...); no code on the GPU.
+template <int N, int A>
+TP_HD TP_FORCEINLINE void name_barriers(const barriers<N, A>& bars, const char* name) {
+  for (int i = 0; i < N; ++i) prim::mbarrier_name(bars.ptr + i, name, -1, N > 1 ? i : -1);
 }
 
 /// Waits for the phase of `bar` with the given parity (Pallas' barrier_wait).

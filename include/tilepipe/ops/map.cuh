@@ -6,6 +6,7 @@
 
 #include "../backend/primitives.cuh"
 #include "../core/refs.cuh"
+#include "smem_access.cuh"
 
 #include <utility>
 
@@ -48,6 +49,8 @@ TP_HD TP_FORCEINLINE void map(F&& f, const Out& out, const In&... in) {
   static_assert(((In::stored_rows == Out::stored_rows) && ...), "tilepipe: map needs views of the same number of rows");
   const int row_chunk0 = out.row0 * L::row_bytes / 16;
   const int in_row_chunk0[sizeof...(In) > 0 ? sizeof...(In) : 1] = {in.row0 * L::row_bytes / 16 ...};
+  (detail::note_view(in, false, "tp::map input"), ...);
+  detail::note_view(out, true, "tp::map output");
   auto* o = reinterpret_cast<detail::chunk16*>(out.base);
   const detail::chunk16* srcs[sizeof...(In) > 0 ? sizeof...(In) : 1] = {reinterpret_cast<const detail::chunk16*>(in.base)...};
 #if TP_DEVICE_PASS

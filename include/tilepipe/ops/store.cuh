@@ -4,6 +4,7 @@
 #include "../core/refs.cuh"
 #include "../core/static_for.cuh"
 #include "fragment.cuh"
+#include "smem_access.cuh"
 
 namespace tilepipe {
 
@@ -14,6 +15,7 @@ TP_HD TP_FORCEINLINE void store(const Ref& dst, const fragment<T, M, N>& f) {
   static_assert(is_smem_ref_v<Ref>, "tilepipe: store(dst, fragment) writes to an SMEM view");
   static_assert(Ref::rows == M && Ref::cols == N, "tilepipe: store: the view and the fragment differ in shape");
   using U = typename Ref::value_type;
+  detail::note_view(dst, true, "tp::store");
 #if TP_DEVICE_PASS
   // Each thread holds pairs of neighbouring columns: one 4- or 8-byte store per pair.
 #pragma unroll
@@ -70,6 +72,7 @@ TP_HD TP_FORCEINLINE void store_columns(const Ref& dst, const fragment<T, M, N>&
 template <class T, class Ref>
 TP_HD TP_FORCEINLINE fragment<T, Ref::rows, Ref::cols> load(const Ref& src) {
   static_assert(is_smem_ref_v<Ref>, "tilepipe: load(src) reads an SMEM view");
+  detail::note_view(src, false, "tp::load");
   fragment<T, Ref::rows, Ref::cols> f;
   f.for_each([&](T& x, int r, int c) { x = from_float<T>(to_float(*src.ptr(r, c))); });
   return f;

@@ -19,6 +19,9 @@
 //              released by step s - delay (a block that did not change is not fetched).
 //   epilogue   wait for the stores.
 // Only the CTA's leader thread issues copies and arrives; every thread waits.
+// With no_pipelining (TILEPIPE_NO_PIPELINING, or the interpreter option) every fetch is
+// waited for right after it is issued and every store group right after it is committed:
+// the same schedule with all copies synchronous, for bisecting pipelining bugs.
 #pragma once
 
 #include "../backend/primitives.cuh"
@@ -104,8 +107,8 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
 
     // Scoped allocation: the slots and barriers live while the pipeline runs.
     const std::uint32_t mark = k.smem_mark();
-    for_each(ins, [&](auto& op, int) { op.allocate(k); });
-    for_each(outs, [&](auto& op, int) { op.allocate(k); });
+    for_each(ins, [&](auto& op, int i) { op.allocate(k, i); });
+    for_each(outs, [&](auto& op, int i) { op.allocate(k, i); });
     const bool leader = k.cta_leader();
     const int threads = warpgroup_size * k.num_threads();
     auto sync_all = [threads] { prim::named_barrier_sync(prim::cta_barrier_id, threads); };
@@ -124,8 +127,10 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       });
 
     index<Grid::rank> at{};
+    const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     for (long long s = 0; s < steps; ++s) {
-      for_each(ins, [&](auto& op, int) { op.consume(at); });
+      prim::annotate_step(s);
+      for_each(ins, [&](auto& op, int) { op.consume(at, s); });
       bool new_output = false;
       for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(at, leader); });
       if (new_output) sync_all();  // nobody writes a slot before its old store has read it
@@ -149,6 +154,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
             if (ends[j]) op.store();
           });
           prim::bulk_commit();
+          if (prim::no_pipelining()) prim::bulk_wait<0>();
         }
         for_each(ins, [&](auto& op, int) {
           if (op.refills_after(s, steps)) op.produce(grid_);
@@ -164,6 +170,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     if constexpr (max_delay > 0) prim::wgmma_wait<0>();
     sync_all();
     if (leader) for_each(ins, [&](auto& op, int) { op.inval_barriers(); });
+    prim::annotate_step(outer_step);
     k.smem_release(mark);
     return carry;
   }

@@ -72,18 +72,25 @@ struct smem_operand {
   std::uint32_t parity = 0;
   block_index last{};
   // Producer cursor (inputs): the next step to fetch for, its grid index, the slot and
-  // block index of the last fetch.
+  // block index of the last fetch, and (for no_pipelining) the parity of each slot's
+  // next fill.
   index<Grid::rank> fill_at{};
+  long long fill_step = 0;
   int fill_slot = -1;
   block_index fill_last{};
+  std::uint32_t fill_parity = 0;
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
   TP_HD std::uint64_t* bar(int s) const { return bars + s; }
   TP_HD view_type view() const { return {reinterpret_cast<T*>(slot_ptr(slot)), 0}; }
   TP_HD block_index block_at(const index<Grid::rank>& at) const { return apply_index_map(spec->index_map, at); }
 
-  TP_HD void allocate(kernel_context& k) {
+  /// Allocates the slots (and barriers) of operand `operand` (its position among the
+  /// pipeline's inputs or outputs).
+  TP_HD void allocate(kernel_context& k, int operand) {
     smem = k.allocate(smem_bytes, IsInput ? "pipeline input slots" : "pipeline output slots");
+    for (int s = 0; s < slots; ++s)
+      prim::name_smem(slot_ptr(s), layout::bytes, IsInput ? "pipeline input" : "pipeline output", operand, s);
     if constexpr (IsInput) bars = reinterpret_cast<std::uint64_t*>(k.allocate(barrier_bytes, "pipeline barriers"));
   }
 
@@ -103,17 +110,19 @@ struct smem_operand {
 
   // ---- inputs ----
 
-  /// All threads: before the body of the step at `at`, wait for its block if it is new.
-  TP_HD void consume(const index<Grid::rank>& at) {
+  /// All threads: before the body of step s at `at`, wait for its block if it is new.
+  TP_HD void consume(const index<Grid::rank>& at, long long s) {
     const block_index b = block_at(at);
     if (slot >= 0 && b == last) return;
     last = b;
     slot = (slot + 1) % slots;
-    prim::mbarrier_wait(bar(slot), (parity >> slot) & 1u);
+    prim::mbarrier_wait(bar(slot), (parity >> slot) & 1u, {slot, s});
     parity ^= 1u << slot;
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
+  /// With no_pipelining the leader waits for it at once (the consumers' wait for the same
+  /// phase then returns immediately).
   TP_HD void produce(const Grid& grid) {
     const block_index b = block_at(fill_at);
     if (fill_slot < 0 || !(b == fill_last)) {
@@ -121,8 +130,11 @@ struct smem_operand {
       fill_slot = (fill_slot + 1) % slots;
       prim::mbarrier_arrive_expect_tx(bar(fill_slot), layout::bytes);
       issue_block_load<tile>(*gmem, b, slot_ptr(fill_slot), bar(fill_slot));
+      if (prim::no_pipelining()) prim::mbarrier_wait(bar(fill_slot), (fill_parity >> fill_slot) & 1u, {fill_slot, fill_step});
+      fill_parity ^= 1u << fill_slot;
     }
     grid.increment(fill_at);
+    ++fill_step;
   }
 
   /// Whether the body of step s is followed by the fetch for step s + slots - delay.
@@ -158,11 +170,11 @@ struct gmem_operand {
   static constexpr int slots = 0;
   static constexpr int delay = 0;
   TP_HD const Gmem& view() const { return *gmem; }
-  TP_HD void allocate(kernel_context&) {}
+  TP_HD void allocate(kernel_context&, int) {}
   TP_HD void init_barriers(int) const {}
   TP_HD void inval_barriers() const {}
   template <class I>
-  TP_HD void consume(const I&) {}
+  TP_HD void consume(const I&, long long) {}
   template <class G>
   TP_HD void produce(const G&) {}
   TP_HD bool refills_after(long long, long long) const { return false; }

@@ -35,6 +35,7 @@
 #include "../backend/primitives.cuh"
 #include "../context.cuh"
 #include "../core/block_spec.cuh"
+#include "../core/register_budget.cuh"
 #include "../core/grid.cuh"
 #include "emit_pipeline.cuh"
 #include "operands.cuh"
@@ -90,28 +91,26 @@ enum class pipeline_state { start, steady, stop, only };
 struct memory_role_t {};
 struct compute_role_t {};
 
-/// The register split of a warp-specialised CTA, checked at compile time: each count a
-/// multiple of 8 in 24..256, the compute count what Pallas gives them (512 minus the memory
-/// registers, shared, floored to 8, at most 256), and the total within what the launch
-/// bounds (threads, 1 block) hand the CTA. A split that does not add up hangs setmaxnreg.
+/// The register split of a warp-specialised CTA, checked at compile time: the compute
+/// warpgroups get what Pallas gives them (compute_registers), the per-warpgroup counts
+/// must add up (register_budget), and they must agree with the launch bounds
+/// (threads, 1): setmaxnreg.dec cannot raise a count and setmaxnreg.inc cannot lower one.
 template <int NumCompute, int MemoryRegs>
 struct register_split {
   static constexpr int warpgroups = NumCompute + 1;
-  static constexpr int launch_cap = (65536 / (warpgroup_size * warpgroups)) / 8 * 8;
-  static constexpr int compute_uncapped = ((512 - MemoryRegs) / NumCompute) / 8 * 8;
-  static constexpr int compute = compute_uncapped > 256 ? 256 : compute_uncapped;
+  static constexpr int launch_cap = (sm_registers / (warpgroup_size * warpgroups)) / 8 * 8;
+  static constexpr int compute = compute_registers(MemoryRegs, NumCompute);
   static constexpr int memory = MemoryRegs;
-  static_assert(MemoryRegs % 8 == 0 && MemoryRegs >= 24 && MemoryRegs <= 256,
-                "tilepipe: memory_registers must be a multiple of 8 in 24..256 (setmaxnreg's rule)");
+  using budget = std::conditional_t<NumCompute == 1, register_budget<MemoryRegs, compute>,
+                                    std::conditional_t<NumCompute == 2, register_budget<MemoryRegs, compute, compute>,
+                                                       register_budget<MemoryRegs, compute, compute, compute>>>;
+  static_assert(budget::ok);
   static_assert(MemoryRegs <= launch_cap,
                 "tilepipe: memory_registers exceeds the registers the launch gives each thread; setmaxnreg.dec "
                 "cannot raise the count");
   static_assert(compute >= launch_cap,
                 "tilepipe: the compute warpgroups would get fewer registers than the launch gives them; lower "
                 "memory_registers");
-  static_assert(MemoryRegs + NumCompute * compute <= warpgroups * launch_cap,
-                "tilepipe: register budget does not add up: memory + compute registers exceed the CTA's share of "
-                "the register file (128 threads x registers summed over warpgroups must fit 65536)");
 };
 
 namespace pipeline_detail {

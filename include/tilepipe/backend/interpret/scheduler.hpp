@@ -5,11 +5,16 @@
 // interleaving is therefore deterministic, the simulated CTA state needs no locks, and a
 // deadlock is certain the moment no warpgroup can run: the scheduler then aborts every
 // thread with a report instead of hanging.
+//
+// A readiness test may do work on behalf of the blocked thread (deliver deferred TMA
+// loads) and so may find an error (a protocol violation) while another thread holds the
+// baton: the error then aborts the CTA with its message, as if the blocked thread threw it.
 #pragma once
 
 #include "../../core/error.cuh"
 
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -22,6 +27,8 @@ struct cta_aborted {};
 
 class scheduler {
  public:
+  enum class state { runnable, blocked, finished };
+
   explicit scheduler(int n) : state_(n, state::runnable), ready_(n), waiting_(n) {}
 
   /// Called first by thread i: waits for the baton (thread 0 starts).
@@ -46,6 +53,34 @@ class scheduler {
     if (aborted_) throw cta_aborted{};
   }
 
+  /// Thread i could go on, but lets the lowest-numbered thread that can run go first (it
+  /// gets the baton back later like any runnable thread). Used when a CTA-wide barrier
+  /// completes: warpgroups then resume in index order, so the warpgroup that issues the
+  /// copies (usually 0) runs before those that consume them, and the copies are in flight
+  /// while the consumers act, where the race detector can see a missing wait.
+  void yield(int i) {
+    std::unique_lock lock(mu_);
+    const int n = static_cast<int>(state_.size());
+    for (int j = 0; j < i && j < n; ++j) {
+      bool ready = state_[j] == state::runnable;
+      if (!ready && state_[j] == state::blocked) {
+        try {
+          ready = ready_[j]();
+        } catch (const std::exception& e) {
+          abort_locked("warpgroup " + std::to_string(j) + ": " + without_prefix(e.what()));
+          throw cta_aborted{};
+        }
+      }
+      if (!ready) continue;
+      state_[j] = state::runnable;
+      current_ = j;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return current_ == i || aborted_; });
+      if (aborted_) throw cta_aborted{};
+      return;
+    }
+  }
+
   /// Thread i is done (normally or by an exception recorded with abort()).
   void finish(int i) {
     std::unique_lock lock(mu_);
@@ -62,11 +97,16 @@ class scheduler {
   bool aborted() const { return aborted_; }
   const std::string& reason() const { return reason_; }
 
-  /// Extra lines for a deadlock report (who could have arrived), filled by the CTA.
-  std::function<std::string()> deadlock_context;
+  /// Extra lines for a deadlock report (who could have arrived), filled by the CTA; gets
+  /// the state of every warpgroup.
+  std::function<std::string(const std::vector<state>&)> deadlock_context;
 
  private:
-  enum class state { runnable, blocked, finished };
+  // The launch prefixes the CTA's report with "tilepipe: kernel ..., CTA ...".
+  static std::string without_prefix(std::string what) {
+    if (what.rfind("tilepipe: ", 0) == 0) what.erase(0, 10);
+    return what;
+  }
 
   void abort_locked(const std::string& why) {
     if (!aborted_) {
@@ -82,7 +122,16 @@ class scheduler {
     const int n = static_cast<int>(state_.size());
     for (int k = 1; k <= n; ++k) {
       const int j = (from + k) % n;
-      if (state_[j] == state::runnable || (state_[j] == state::blocked && ready_[j]())) {
+      bool ready = state_[j] == state::runnable;
+      if (!ready && state_[j] == state::blocked) {
+        try {
+          ready = ready_[j]();
+        } catch (const std::exception& e) {
+          abort_locked("warpgroup " + std::to_string(j) + ": " + without_prefix(e.what()));
+          return;
+        }
+      }
+      if (ready) {
         state_[j] = state::runnable;
         current_ = j;
         cv_.notify_all();
@@ -92,12 +141,15 @@ class scheduler {
     bool any_blocked = false;
     std::string report = "deadlock: no warpgroup can make progress";
     for (int j = 0; j < n; ++j) {
-      if (state_[j] != state::blocked) continue;
-      any_blocked = true;
-      report += "\n  warpgroup " + std::to_string(j) + " waits on " + waiting_[j]();
+      if (state_[j] == state::blocked) {
+        any_blocked = true;
+        report += "\n  warpgroup " + std::to_string(j) + " waits on " + waiting_[j]();
+      } else {
+        report += "\n  warpgroup " + std::to_string(j) + " has returned from the kernel";
+      }
     }
     if (any_blocked) {
-      if (deadlock_context) report += deadlock_context();
+      if (deadlock_context) report += deadlock_context(state_);
       abort_locked(report);
     } else {
       current_ = -1;  // every thread finished
