@@ -34,16 +34,17 @@ struct bias_relu_epilogue {
 /// Tile order of the persistent loop.
 enum class tile_order { grouped, snake };
 
-template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue>
+template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue,
+          int BK = 64>
 struct matmul_ws_kernel {
   static constexpr int compute_wgs = 2;
   static constexpr int num_threads = compute_wgs + 1;  // the memory warpgroup is the last
-  static constexpr int BK = 64;
+  static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;  // rows per compute warpgroup
   static constexpr int EN = 64;                // epilogue chunk: 64 columns
-  using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<128>>;
+  using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<SK>>;
   using b_tile = std::conditional_t<BL == b_layout::row_major, tp::tile<tp::block<BK, BN>, tp::swizzle<128>>,
-                                    tp::tile<tp::block<BN, BK>, tp::swizzle<128>>>;
+                                    tp::tile<tp::block<BN, BK>, tp::swizzle<SK>>>;
   using c_tile = tp::tile<tp::block<WM, EN>, tp::swizzle<128>>;
   using c_view = tp::smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
