@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   one("64x256_in3_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 3, 2>>(dev, x.view(), y.view(), R, C, sms));
   one("64x256_in2_out1_ctas2x", ours<axpb_kernel<tp::bf16, 64, 256, 2, 1>>(dev, x.view(), y.view(), R, C, 2 * sms));
   one("32x256_in4_out2_ctas8x", ours<axpb_kernel<tp::bf16, 32, 256, 4, 2>>(dev, x.view(), y.view(), R, C, 8 * sms));
+  one("32x256_in3_out1_ctas3x", ours<axpb_kernel<tp::bf16, 32, 256, 3, 1>>(dev, x.view(), y.view(), R, C, 3 * sms));
   one("32x256_in6_out2_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 6, 2>>(dev, x.view(), y.view(), R, C, sms));
   one("32x256_in8_out3_ctas1x", ours<axpb_kernel<tp::bf16, 32, 256, 8, 3>>(dev, x.view(), y.view(), R, C, sms));
   one("64x256_in4_out2_ctas1x", ours<axpb_kernel<tp::bf16, 64, 256, 4, 2>>(dev, x.view(), y.view(), R, C, sms));

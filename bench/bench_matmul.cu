@@ -19,26 +19,29 @@ double ours_ms(const tp::device& dev, problem<T>& p, int group) {
 
 }  // namespace
 
-template <class T>
-void run_dtype(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
+template <class T, b_layout BL>
+void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
+  const char* lay = BL == b_layout::row_major ? "rowB" : "colB";
   for (long long s : {2048LL, 4096LL, 8192LL}) {
-    problem<T> p(dev, s, s, s);
+    problem<T> p(dev, s, s, s, BL == b_layout::col_major);
     const double cb = p.tflops(bench::cublas_ms(h, p));
-    const std::string key = std::string(name) + "_" + std::to_string(s);
+    const std::string key = std::string(name) + "_" + lay + "_" + std::to_string(s);
     js.add(key + "_cublas_TFLOPs", cb);
-    std::printf("%-5s %5lld^3  cuBLAS %6.1f TFLOP/s\n", name, s, cb);
+    std::printf("%-5s %s %5lld^3  cuBLAS %6.1f TFLOP/s\n", name, lay, s, cb);
     auto one = [&](const char* cfg, double tf) {
       js.add(key + "_" + cfg + "_TFLOPs", tf);
-      std::printf("%-5s %5lld^3  %-22s %6.1f TFLOP/s  %.3fx cuBLAS\n", name, s, cfg, tf, tf / cb);
+      std::printf("%-5s %s %5lld^3  %-22s %6.1f TFLOP/s  %.3fx cuBLAS\n", name, lay, s, cfg, tf, tf / cb);
     };
-    one("128x256_s4_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 4, 2>>(dev, p, 8)));
-    one("128x256_s4_wg2_g16", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 4, 2>>(dev, p, 16)));
-    one("128x256_s3_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 3, 2>>(dev, p, 8)));
-    one("256x128_s4_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 256, 128, 4, 2>>(dev, p, 8)));
-    one("128x128_s3_wg1_g8_2cta", p.tflops(ours_ms<matmul_kernel<T, 128, 128, 3, 1>>(dev, p, 8)));
-    one("128x128_s3_wg2_g8_2cta", p.tflops(ours_ms<matmul_kernel<T, 128, 128, 3, 2>>(dev, p, 8)));
-    one("128x256_s4_wg2_g4", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 4, 2>>(dev, p, 4)));
+    one("128x256_s4_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 4, 2, BL>>(dev, p, 8)));
+    one("128x256_s4_wg2_g16", p.tflops(ours_ms<matmul_kernel<T, 128, 256, 4, 2, BL>>(dev, p, 16)));
+    one("256x128_s4_wg2_g8", p.tflops(ours_ms<matmul_kernel<T, 256, 128, 4, 2, BL>>(dev, p, 8)));
   }
+}
+
+template <class T>
+void run_dtype(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
+  run_layout<T, b_layout::row_major>(dev, h, js, name);
+  run_layout<T, b_layout::col_major>(dev, h, js, name);
 }
 
 int main(int argc, char** argv) {

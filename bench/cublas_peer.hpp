@@ -16,15 +16,17 @@ cudaDataType_t cuda_type() {
 template <class T>
 struct problem {
   long long M, N, K;
+  bool col_b;                          // B stored column-major (N x K row-major): the K-major operand
   std::vector<tp::tensor<T, 2>> a, b;  // several sets, rotated
   tp::tensor<T, 2> c;
   // Enough input sets that one pass over them is larger than the L2 (50-60 MB).
-  problem(const tp::device& dev, long long m, long long n, long long k) : M(m), N(n), K(k), c(dev, {m, n}) {
+  problem(const tp::device& dev, long long m, long long n, long long k, bool col_major_b = false)
+      : M(m), N(n), K(k), col_b(col_major_b), c(dev, {m, n}) {
     const long long bytes = (m * k + k * n) * static_cast<long long>(sizeof(T));
     const int sets = static_cast<int>(bytes >= (128ll << 20) ? 1 : ((128ll << 20) + bytes - 1) / bytes);
     for (int s = 0; s < sets; ++s) {
       a.push_back(bench::random_tensor<T, 2>(dev, {M, K}, 11 + s));
-      b.push_back(bench::random_tensor<T, 2>(dev, {K, N}, 97 + s));
+      b.push_back(bench::random_tensor<T, 2>(dev, col_b ? std::array<long long, 2>{N, K} : std::array<long long, 2>{K, N}, 97 + s));
     }
   }
   double tflops(double ms) const { return 2.0 * M * N * K / (ms * 1e-3) / 1e12; }
@@ -34,11 +36,17 @@ struct problem {
 template <class T>
 inline double cublas_ms(cublasLtHandle_t h, problem<T>& p) {
   const float one = 1, zero = 0;
-  // Row-major C = A B is column-major C^T = B^T A^T: B is the first operand.
+  // Row-major C = A B is column-major C^T = B^T A^T: B is the first operand; a column-major B
+  // is, seen column-major, K x N, used transposed.
   cublasLtMatmulDesc_t op;
   cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (p.col_b) {
+    const cublasOperation_t t = CUBLAS_OP_T;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+  }
   cublasLtMatrixLayout_t lb, la, lc;
-  cublasLtMatrixLayoutCreate(&lb, cuda_type<T>(), p.N, p.K, p.N);
+  if (p.col_b) cublasLtMatrixLayoutCreate(&lb, cuda_type<T>(), p.K, p.N, p.K);
+  else cublasLtMatrixLayoutCreate(&lb, cuda_type<T>(), p.N, p.K, p.N);
   cublasLtMatrixLayoutCreate(&la, cuda_type<T>(), p.K, p.M, p.K);
   cublasLtMatrixLayoutCreate(&lc, cuda_type<T>(), p.N, p.M, p.N);
   const std::size_t ws_bytes = 64 << 20;

@@ -13,10 +13,10 @@
 //   step s     wait for each input whose block is new at s; start a new output slot for
 //              each output whose block is new at s (after that slot's last store read it);
 //              run the body;
-//              store each output whose block changes after s (or s is the last step),
-//              all stores of the step in one bulk group;
 //              for each input with s >= delay, fetch step s + slots - delay into the slot
-//              released by step s - delay (a block that did not change is not fetched).
+//              released by step s - delay (a block that did not change is not fetched);
+//              store each output whose block changes after s (or s is the last step),
+//              all stores of the step in one bulk group.
 //   epilogue   wait for the stores.
 // Only the CTA's leader thread issues copies and arrives; every thread waits.
 // With no_pipelining (TILEPIPE_NO_PIPELINING, or the interpreter option) every fetch is
@@ -149,6 +149,10 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       if (store) prim::fence_proxy_async();  // the body's SMEM writes, before TMA reads them
       if (store || refill) sync_all();       // every thread is done with the body
       if (leader) {
+        // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
+        for_each(ins, [&](auto& op, int) {
+          if (op.refills_after(s, steps)) op.produce(grid_);
+        });
         if (store) {
           for_each(outs, [&](auto& op, int j) {
             if (ends[j]) op.store();
@@ -156,9 +160,6 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
           prim::bulk_commit();
           if (prim::no_pipelining()) prim::bulk_wait<0>();
         }
-        for_each(ins, [&](auto& op, int) {
-          if (op.refills_after(s, steps)) op.produce(grid_);
-        });
       }
       at = next;
     }
