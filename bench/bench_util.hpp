@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -49,6 +50,37 @@ double median_ms(F&& fn, int sets, int warmup = 5, int runs = 15, int batch = 10
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+/// Times a peer and ours in alternating batches (peer, ours, ours, peer, ...) so that both
+/// see the same clocks and temperature, which drift by 10% and more over a benchmark;
+/// returns the median milliseconds per call of each.
+template <class P, class O>
+std::pair<double, double> paired_ms(P&& peer, O&& ours, int sets, int rounds = 20, int batch = 8) {
+  cudaEvent_t a, b;
+  TP_CUDA_CHECK(cudaEventCreate(&a));
+  TP_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) peer(i % sets), ours(i % sets);
+  TP_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> tp_, to_;
+  auto time = [&](auto& fn, int r) {
+    TP_CUDA_CHECK(cudaEventRecord(a));
+    for (int j = 0; j < batch; ++j) fn((r * batch + j) % sets);
+    TP_CUDA_CHECK(cudaEventRecord(b));
+    TP_CUDA_CHECK(cudaEventSynchronize(b));
+    float t;
+    TP_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    return t / batch;
+  };
+  for (int r = 0; r < rounds; ++r) {
+    if (r % 2 == 0) tp_.push_back(time(peer, r)), to_.push_back(time(ours, r));
+    else to_.push_back(time(ours, r)), tp_.push_back(time(peer, r));
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(tp_.begin(), tp_.end());
+  std::sort(to_.begin(), to_.end());
+  return {tp_[tp_.size() / 2], to_[to_.size() / 2]};
 }
 
 /// Collects "key": value pairs and prints them as one JSON object.

@@ -32,42 +32,51 @@ struct problem {
   double tflops(double ms) const { return 2.0 * M * N * K / (ms * 1e-3) / 1e12; }
 };
 
-/// cuBLASLt with a 64 MiB workspace and its heuristic's first choice, as PyTorch calls it.
+/// cuBLASLt with a 64 MiB workspace and its heuristic's first choice, as PyTorch calls it:
+/// call it with an input set index to run one product.
 template <class T>
-inline double cublas_ms(cublasLtHandle_t h, problem<T>& p) {
-  const float one = 1, zero = 0;
-  // Row-major C = A B is column-major C^T = B^T A^T: B is the first operand; a column-major B
-  // is, seen column-major, K x N, used transposed.
-  cublasLtMatmulDesc_t op;
-  cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  if (p.col_b) {
-    const cublasOperation_t t = CUBLAS_OP_T;
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+class cublas_peer {
+ public:
+  cublas_peer(cublasLtHandle_t h, problem<T>& p) : h_(h), p_(p) {
+    // Row-major C = A B is column-major C^T = B^T A^T: B is the first operand; a column-major
+    // B is, seen column-major, K x N, used transposed.
+    cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (p.col_b) {
+      const cublasOperation_t t = CUBLAS_OP_T;
+      cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    }
+    if (p.col_b) cublasLtMatrixLayoutCreate(&lb_, cuda_type<T>(), p.K, p.N, p.K);
+    else cublasLtMatrixLayoutCreate(&lb_, cuda_type<T>(), p.N, p.K, p.N);
+    cublasLtMatrixLayoutCreate(&la_, cuda_type<T>(), p.K, p.M, p.K);
+    cublasLtMatrixLayoutCreate(&lc_, cuda_type<T>(), p.N, p.M, p.N);
+    TP_CUDA_CHECK(cudaMalloc(&ws_, ws_bytes));
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+    int found = 0;
+    cublasLtMatmulAlgoGetHeuristic(h, op_, lb_, la_, lc_, lc_, pref, 1, &algo_, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (!found) throw tp::error("cuBLASLt found no algorithm");
   }
-  cublasLtMatrixLayout_t lb, la, lc;
-  if (p.col_b) cublasLtMatrixLayoutCreate(&lb, cuda_type<T>(), p.K, p.N, p.K);
-  else cublasLtMatrixLayoutCreate(&lb, cuda_type<T>(), p.N, p.K, p.N);
-  cublasLtMatrixLayoutCreate(&la, cuda_type<T>(), p.K, p.M, p.K);
-  cublasLtMatrixLayoutCreate(&lc, cuda_type<T>(), p.N, p.M, p.N);
-  const std::size_t ws_bytes = 64 << 20;
-  void* ws;
-  TP_CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
-  cublasLtMatmulPreference_t pref;
-  cublasLtMatmulPreferenceCreate(&pref);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
-  cublasLtMatmulHeuristicResult_t algo{};
-  int found = 0;
-  cublasLtMatmulAlgoGetHeuristic(h, op, lb, la, lc, lc, pref, 1, &algo, &found);
-  if (!found) throw tp::error("cuBLASLt found no algorithm");
-  const double ms = bench::median_ms([&](int s) {
-    cublasLtMatmul(h, op, &one, p.b[s].data(), lb, p.a[s].data(), la, &zero, p.c.data(), lc, p.c.data(), lc, &algo.algo, ws,
-                   ws_bytes, nullptr);
-  }, static_cast<int>(p.a.size()));
-  cudaFree(ws);
-  cublasLtMatmulPreferenceDestroy(pref);
-  cublasLtMatrixLayoutDestroy(lb), cublasLtMatrixLayoutDestroy(la), cublasLtMatrixLayoutDestroy(lc);
-  cublasLtMatmulDescDestroy(op);
-  return ms;
-}
+  ~cublas_peer() {
+    cudaFree(ws_);
+    cublasLtMatrixLayoutDestroy(lb_), cublasLtMatrixLayoutDestroy(la_), cublasLtMatrixLayoutDestroy(lc_);
+    cublasLtMatmulDescDestroy(op_);
+  }
+  void operator()(int s) const {
+    const float one = 1, zero = 0;
+    cublasLtMatmul(h_, op_, &one, p_.b[s].data(), lb_, p_.a[s].data(), la_, &zero, p_.c.data(), lc_, p_.c.data(), lc_,
+                   &algo_.algo, ws_, ws_bytes, nullptr);
+  }
+
+ private:
+  static constexpr std::size_t ws_bytes = 64 << 20;
+  cublasLtHandle_t h_;
+  problem<T>& p_;
+  cublasLtMatmulDesc_t op_;
+  cublasLtMatrixLayout_t lb_, la_, lc_;
+  void* ws_ = nullptr;
+  cublasLtMatmulHeuristicResult_t algo_{};
+};
 
 }  // namespace bench
