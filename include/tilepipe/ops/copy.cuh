@@ -46,12 +46,13 @@ TP_HD TP_FORCEINLINE void block_coords(const G& g, const index<G::rank>& bi, int
 template <class Tile, class T>
 inline constexpr std::uint32_t block_bytes_v = tile_layout<Tile, static_cast<int>(sizeof(T))>::bytes;
 
-/// leader: loads block `bi` of `g` into `dst`; completes block_bytes_v transaction bytes on bar.
-template <class Tile, class G>
-TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar) {
+namespace detail {
+/// Calls f(map, coords, smem_byte_offset) for every TMA box of block `bi` of Tile.
+template <class Tile, class G, class F>
+TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, F&& f) {
   using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
   int co[G::rank];
-  detail::block_coords<Tile>(g, bi, co);
+  block_coords<Tile>(g, bi, co);
   const tma_desc& map = g.template map<Tile>();
 #pragma unroll
   for (int b = 0; b < plan::boxes; ++b) {
@@ -60,26 +61,25 @@ TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi,
     for (int d = 0; d < G::rank; ++d) c[d] = co[d];
     c[0] += plan::box_col(b);
     if constexpr (G::rank > 1) c[1] += plan::box_row(b);
-    prim::tma_load(map, static_cast<unsigned char*>(dst) + plan::box_smem(b), c, bar);
+    f(map, c, plan::box_smem(b));
   }
+}
+}  // namespace detail
+
+/// leader: loads block `bi` of `g` into `dst`; completes block_bytes_v transaction bytes on bar.
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar) {
+  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off) {
+    prim::tma_load(map, static_cast<unsigned char*>(dst) + off, c, bar);
+  });
 }
 
 /// leader: stores `src` to block `bi` of `g` (elements outside the tensor are dropped).
 template <class Tile, class G>
 TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi, const void* src) {
-  using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
-  int co[G::rank];
-  detail::block_coords<Tile>(g, bi, co);
-  const tma_desc& map = g.template map<Tile>();
-#pragma unroll
-  for (int b = 0; b < plan::boxes; ++b) {
-    int c[G::rank];
-#pragma unroll
-    for (int d = 0; d < G::rank; ++d) c[d] = co[d];
-    c[0] += plan::box_col(b);
-    if constexpr (G::rank > 1) c[1] += plan::box_row(b);
-    prim::tma_store(map, static_cast<const unsigned char*>(src) + plan::box_smem(b), c);
-  }
+  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off) {
+    prim::tma_store(map, static_cast<const unsigned char*>(src) + off, c);
+  });
 }
 
 // ---- the collective API kernels use ----------------------------------------------------
