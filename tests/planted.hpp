@@ -23,17 +23,6 @@ inline tp::device interpreter(copy_mode m = copy_mode::at_wait, std::uint64_t se
   return d;
 }
 
-/// Runs f and returns the text of the tilepipe::error it throws ("" if none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const tp::error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace test
 
 /// The planted bugs are interpreter tests: on the GPU they would hang or corrupt memory.

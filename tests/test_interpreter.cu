@@ -10,16 +10,6 @@ namespace {
 
 using t8x32 = tp::tile<tp::block<8, 32>>;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const tp::error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 /// Warpgroup 1 waits for a phase that warpgroup 0 never completes.
 struct deadlock_kernel {
   static constexpr int num_threads = 2;
@@ -61,7 +51,7 @@ struct half_writer_kernel {
 TEST(Interpreter, DeadlockIsReportedNotHung) {
   if (test::on_gpu()) GTEST_SKIP() << "interpreter only";
   tp::tensor<float, 2> x(test::dev(), {8, 32});
-  const std::string msg = error_of([&] { tp::kernel(deadlock_kernel{}, {})(test::dev(), x); });
+  const std::string msg = test::error_of([&] { tp::kernel(deadlock_kernel{}, {})(test::dev(), x); });
   EXPECT_NE(msg.find("deadlock"), std::string::npos) << msg;
   EXPECT_NE(msg.find("warpgroup 1 waits on mbarrier"), std::string::npos) << msg;
   EXPECT_NE(msg.find("phase parity 0"), std::string::npos) << msg;
@@ -71,9 +61,9 @@ TEST(Interpreter, DeadlockIsReportedNotHung) {
 TEST(Interpreter, ForgottenWaitAndUnwaitedStoreAreReported) {
   if (test::on_gpu()) GTEST_SKIP() << "interpreter only";
   tp::tensor<float, 2> x(test::dev(), {8, 32});
-  const std::string a = error_of([&] { tp::kernel(forgotten_wait_kernel{}, {})(test::dev(), x); });
+  const std::string a = test::error_of([&] { tp::kernel(forgotten_wait_kernel{}, {})(test::dev(), x); });
   EXPECT_NE(a.find("never waited for"), std::string::npos) << a;
-  const std::string b = error_of([&] { tp::kernel(unwaited_store_kernel{}, {})(test::dev(), x); });
+  const std::string b = test::error_of([&] { tp::kernel(unwaited_store_kernel{}, {})(test::dev(), x); });
   EXPECT_NE(b.find("TMA stores still reading shared memory"), std::string::npos) << b;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace tp = tilepipe;
@@ -44,6 +45,17 @@ double rel_error(const std::vector<T>& out, const std::vector<double>& ref) {
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+/// Runs f and returns the text of the tilepipe::error it throws ("" if none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const tp::error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace test
