@@ -27,9 +27,5 @@ int main(int argc, char** argv) {
   one.template operator()<axpb_kernel<tp::bf16, 32, 256, 4, 2>>("32x256_in4_out2_ctas8x", 8 * sms);
   one.template operator()<axpb_kernel<tp::bf16, 32, 256, 5, 2>>("32x256_in5_out2_ctas16x", 16 * sms);
   one.template operator()<axpb_kernel<tp::bf16, 64, 256, 2, 1>>("64x256_in2_out1_ctas2x", 2 * sms);
-  if (argc > 1) {
-    FILE* f = std::fopen(argv[1], "w");
-    js.print(f);
-    std::fclose(f);
-  }
+  js.write(argc, argv);
 }

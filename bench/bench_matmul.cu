@@ -9,12 +9,7 @@ void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>&
              const std::string& key, const char* cfg) {
   const auto kern = Kernel::make(p.M, p.N, p.K, group);
   const auto launch = tp::kernel(kern, kern.config());
-  const auto [peer_ms, our_ms] =
-      bench::paired_ms(peer, [&](int s) { launch(dev, p.a[s], p.b[s], p.c); }, static_cast<int>(p.a.size()));
-  js.add(key + "_" + cfg + "_cublas_TFLOPs", p.tflops(peer_ms));
-  js.add(key + "_" + cfg + "_TFLOPs", p.tflops(our_ms));
-  std::printf("%-26s %-20s %6.1f TFLOP/s  cuBLAS %6.1f  %.3fx\n", key.c_str(), cfg, p.tflops(our_ms), p.tflops(peer_ms),
-              peer_ms / our_ms);
+  bench::compare(p, peer, [&](int s) { launch(dev, p.a[s], p.b[s], p.c); }, js, key, cfg);
 }
 
 template <class T, b_layout BL>
@@ -40,9 +35,5 @@ int main(int argc, char** argv) {
   run_layout<tp::f16, b_layout::row_major>(dev, h, js, "f16");
   run_layout<tp::f16, b_layout::col_major>(dev, h, js, "f16");
   cublasLtDestroy(h);
-  if (argc > 1) {
-    FILE* f = std::fopen(argv[1], "w");
-    js.print(f);
-    std::fclose(f);
-  }
+  js.write(argc, argv);
 }

@@ -92,6 +92,13 @@ struct json {
     items.push_back("\"" + k + "\": " + buf);
   }
   void add(const std::string& k, const std::string& v) { items.push_back("\"" + k + "\": \"" + v + "\""); }
+  /// Writes the JSON to argv[1], when the benchmark was given a path.
+  void write(int argc, char** argv) const {
+    if (argc < 2) return;
+    FILE* f = std::fopen(argv[1], "w");
+    print(f);
+    std::fclose(f);
+  }
   void print(FILE* f) const {
     std::fprintf(f, "{\n");
     for (std::size_t i = 0; i < items.size(); ++i) std::fprintf(f, "  %s%s\n", items[i].c_str(), i + 1 < items.size() ? "," : "");

@@ -79,4 +79,15 @@ class cublas_peer {
   cublasLtMatmulHeuristicResult_t algo_{};
 };
 
+/// Times `ours` (a function of the input set) against cuBLASLt on problem p, records both in
+/// the JSON under key_cfg and prints one table row.
+template <class T, class Ours>
+void compare(problem<T>& p, cublas_peer<T>& peer, Ours&& ours, json& js, const std::string& key, const char* cfg) {
+  const auto [peer_ms, our_ms] = paired_ms(peer, ours, static_cast<int>(p.a.size()));
+  js.add(key + "_" + cfg + "_cublas_TFLOPs", p.tflops(peer_ms));
+  js.add(key + "_" + cfg + "_TFLOPs", p.tflops(our_ms));
+  std::printf("%-32s %-22s %6.1f TFLOP/s  cuBLAS %6.1f  %.3fx\n", key.c_str(), cfg, p.tflops(our_ms), p.tflops(peer_ms),
+              peer_ms / our_ms);
+}
+
 }  // namespace bench

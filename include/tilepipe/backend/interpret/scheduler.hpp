@@ -62,15 +62,8 @@ class scheduler {
     std::unique_lock lock(mu_);
     const int n = static_cast<int>(state_.size());
     for (int j = 0; j < i && j < n; ++j) {
-      bool ready = state_[j] == state::runnable;
-      if (!ready && state_[j] == state::blocked) {
-        try {
-          ready = ready_[j]();
-        } catch (const std::exception& e) {
-          abort_locked("warpgroup " + std::to_string(j) + ": " + without_prefix(e.what()));
-          throw cta_aborted{};
-        }
-      }
+      const bool ready = can_run(j);
+      if (aborted_) throw cta_aborted{};
       if (!ready) continue;
       state_[j] = state::runnable;
       current_ = j;
@@ -116,21 +109,27 @@ class scheduler {
     cv_.notify_all();
   }
 
+  // Whether thread j can run now: runnable, or blocked on a condition that now holds. A
+  // condition that throws (a protocol error found while evaluating it) aborts the CTA.
+  bool can_run(int j) {
+    if (state_[j] == state::runnable) return true;
+    if (state_[j] != state::blocked) return false;
+    try {
+      return ready_[j]();
+    } catch (const std::exception& e) {
+      abort_locked("warpgroup " + std::to_string(j) + ": " + without_prefix(e.what()));
+      return false;
+    }
+  }
+
   // Picks the next thread that can run, starting after `from`; reports a deadlock when
   // some thread is blocked and none can run.
   void pass_baton(std::unique_lock<std::mutex>&, int from) {
     const int n = static_cast<int>(state_.size());
     for (int k = 1; k <= n; ++k) {
       const int j = (from + k) % n;
-      bool ready = state_[j] == state::runnable;
-      if (!ready && state_[j] == state::blocked) {
-        try {
-          ready = ready_[j]();
-        } catch (const std::exception& e) {
-          abort_locked("warpgroup " + std::to_string(j) + ": " + without_prefix(e.what()));
-          return;
-        }
-      }
+      const bool ready = can_run(j);
+      if (aborted_) return;
       if (ready) {
         state_[j] = state::runnable;
         current_ = j;
