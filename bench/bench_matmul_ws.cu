@@ -21,9 +21,10 @@ void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, cons
     const std::string key = std::string(name) + (BL == b_layout::row_major ? "_rowB_" : "_colB_") + std::to_string(sh[0]) +
                             "x" + std::to_string(sh[1]) + "x" + std::to_string(sh[2]);
     using k128x256s4 = matmul_ws_kernel<T, T, 128, 256, 4, BL>;
+    using k256x128s4 = matmul_ws_kernel<T, T, 256, 128, 4, BL>;
     compare<k128x256s4>(dev, p, peer, 8, tile_order::grouped, js, key, "ws_128x256_s4_g8");
-    compare<k128x256s4>(dev, p, peer, 16, tile_order::grouped, js, key, "ws_128x256_s4_g16");
-    compare<k128x256s4>(dev, p, peer, 8, tile_order::snake, js, key, "ws_128x256_s4_snake8");
+    compare<k256x128s4>(dev, p, peer, 8, tile_order::grouped, js, key, "ws_256x128_s4_g8");
+    compare<k256x128s4>(dev, p, peer, 16, tile_order::snake, js, key, "ws_256x128_s4_snake16");
   }
 }
 

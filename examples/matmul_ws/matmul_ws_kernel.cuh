@@ -5,7 +5,7 @@
 // allocations (start, steady..., stop), so the memory warpgroup fetches the next tile's
 // first blocks while the two compute warpgroups run the previous tile's epilogue. The
 // epilogue applies a hook (bias, activation), converts to the output type and stores the
-// accumulator 64 columns at a time through a double-buffered SMEM tile with TMA, without
+// accumulator in 64 x 64 chunks through a double-buffered SMEM tile with TMA, without
 // waiting for the stores: they drain while the next tile computes.
 #pragma once
 
@@ -41,11 +41,11 @@ struct matmul_ws_kernel {
   static constexpr int num_threads = compute_wgs + 1;  // the memory warpgroup is the last
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;  // rows per compute warpgroup
-  static constexpr int EN = 64;                // epilogue chunk: 64 columns
+  static constexpr int EM = 64, EN = 64;       // epilogue chunk: 64 x 64
   using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<SK>>;
   using b_tile = std::conditional_t<BL == b_layout::row_major, tp::tile<tp::block<BK, BN>, tp::swizzle<128>>,
                                     tp::tile<tp::block<BN, BK>, tp::swizzle<SK>>>;
-  using c_tile = tp::tile<tp::block<WM, EN>, tp::swizzle<128>>;
+  using c_tile = tp::tile<tp::block<EM, EN>, tp::swizzle<128>>;
   using c_view = tp::smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
 
@@ -72,7 +72,7 @@ struct matmul_ws_kernel {
       tp::wgmma_wait<1>();  // one group stays in flight: delay_release<1>
     };
 
-    // Epilogue buffers: two 64-column chunks per compute warpgroup, after the pipeline's slots.
+    // Epilogue buffers: two 64 x 64 chunks per compute warpgroup, after the pipeline's slots.
     c_view c_buf[2];
     auto make = [&](tp::tile_coord t) {
       auto context = tp::compute_context([&, t](auto pipeline) {
@@ -81,12 +81,13 @@ struct matmul_ws_kernel {
         tp::wgmma_wait<0>(acc);
         const long long row0 = static_cast<long long>(t.m) * BM + ci * WM, col0 = static_cast<long long>(t.n) * BN;
         acc = tp::map(acc, [&](float v, int r, int cc) { return epilogue(v, row0 + r, col0 + cc); });
-        tp::static_for<BN / EN>([&](auto chunk) {
+        tp::static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
+          constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
           const c_view& buf = c_buf[chunk.value % 2];
           tp::wait_smem_to_gmem<1, true>();  // the store that last read this buffer is done reading
-          tp::store_columns<chunk.value * EN>(buf, acc);
+          tp::store_block<rb * EM, cb * EN>(buf, acc);
           tp::commit_smem();
-          tp::copy_smem_to_gmem(buf, c, tp::idx(t.m * compute_wgs + ci, t.n * (BN / EN) + chunk.value));
+          tp::copy_smem_to_gmem(buf, c, tp::idx((t.m * BM + ci * WM) / EM + rb, t.n * (BN / EN) + cb));
         });
       });
       auto a_map = [t](auto kk) { return tp::idx(t.m, kk); };
