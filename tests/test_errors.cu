@@ -58,6 +58,14 @@ TEST(Errors, EmptyTensorAndEmptyGrid) {
   expect_error([&] { tp::kernel(copy_kernel{}, {.grid = {1, 1, 1, 1}})(test::dev(), z, y); }, {"4 axes", "1 to 3"});
 }
 
+TEST(Errors, ClusterShape) {
+  tp::tensor<float, 2> z(test::dev(), {64, 32}), y(test::dev(), {64, 32});
+  expect_error([&] { tp::kernel(copy_kernel{}, {.grid = {6}, .cluster = 3})(test::dev(), z, y); },
+               {"cluster = 3", "1, 2, 4 or 8 CTAs"});
+  expect_error([&] { tp::kernel(copy_kernel{}, {.grid = {3}, .cluster = 2})(test::dev(), z, y); },
+               {"axis 0 has 3 CTAs", "multiple of the cluster size 2"});
+}
+
 TEST(Errors, SharedMemoryOverBudget) {
   // 4 slots of 1 KiB in and out plus barriers do not fit in 6 KiB.
   tp::tensor<float, 2> x(test::dev(), {64, 32}), y(test::dev(), {64, 32});

@@ -26,7 +26,7 @@ void check_matmul(long long M, long long N, long long K) {
   EXPECT_LT(test::rel_error(c, ref), 1e-2) << M << "x" << N << "x" << K;
 }
 
-template <class T, b_layout BL, int BM = 128, int BN = 256>
+template <class T, b_layout BL, int BM = 128, int BN = 256, int Cluster = 1>
 void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = false, tile_order order = tile_order::grouped) {
   const bool b_row = BL == b_layout::row_major;
   const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N), hbias = test::random_values<T>(N);
@@ -34,13 +34,13 @@ void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = fal
   auto b = tp::tensor<T, 2>::from_host(test::dev(), b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
   auto bias = tp::tensor<T, 1>::from_host(test::dev(), {N}, hbias);
   std::vector<T> c;
-  const int sms = test::on_gpu() ? test::dev().multiprocessors() : 3;  // few CTAs: several tiles each
+  const int sms = test::on_gpu() ? test::dev().multiprocessors() : 2 * Cluster;  // few CTAs: several tiles each
   if (bias_relu) {
-    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL, bias_relu_epilogue<T>>;
+    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL, bias_relu_epilogue<T>, 64, Cluster>;
     const auto kern = kernel::make(M, N, K, 2, order, {bias.data(), N});
     c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
   } else {
-    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL>;
+    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL, no_epilogue, 64, Cluster>;
     const auto kern = kernel::make(M, N, K, 2, order);
     c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
   }
@@ -64,6 +64,16 @@ TEST(Examples, MatmulWsShapes) {
   check_matmul_ws<tp::bf16, b_layout::row_major>(72, 776 * s, 136);                       // wide
   check_matmul_ws<tp::bf16, b_layout::col_major>(200, 264, 8);                            // K smaller than a block
   check_matmul_ws<tp::f16, b_layout::row_major, 256, 128>(333, 200, 456, true);           // 256 x 128 tiles, bias + ReLU
+}
+
+// Clusters of CTAs sharing the B block by TMA multicast, including a last tile row that is
+// entirely outside C (its CTA still loads and multicasts its share of B).
+TEST(Examples, MatmulWsClusterMulticast) {
+  const long long s = test::on_gpu() ? 4 : 1;
+  check_matmul_ws<tp::bf16, b_layout::row_major, 128, 256, 2>(256 * s, 512 * s, 256);
+  check_matmul_ws<tp::f16, b_layout::col_major, 128, 256, 2>(300 * s, 264, 136, false, tile_order::snake);
+  check_matmul_ws<tp::bf16, b_layout::col_major, 128, 256, 2>(300, 520, 72, true);  // odd tile rows, bias + ReLU
+  check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 4>(520, 264 * s, 200);    // clusters of 4
 }
 
 TEST(Examples, MatmulShapes) {

@@ -2,7 +2,7 @@
 // step counts, stationary inputs, outputs written by several compute warpgroups and stored
 // by the memory warpgroup, accumulation, chains of pipelines (start / steady / stop) with
 // step counts that are not multiples of the slots and with delay_release, manual consumed
-// barriers, compute_context with a carry, and its misuse.
+// barriers, compute_context with a carry, and its misuse; blocks multicast to clusters of CTAs.
 #include "test_util.hpp"
 
 namespace {
@@ -230,6 +230,65 @@ TEST(WarpSpecialized, ManualConsumedBarriersAndComputeContext) {
   auto y = tp::kernel(manual_kernel{steps}, {}, tp::out_type<float>(steps * rows, 32))(test::dev(), x);
   const auto hy = y.to_host();
   for (int e = 0; e < steps * rows * 32; ++e) ASSERT_EQ(hy[e], hx[e] * static_cast<float>(e / (rows * 32) + 1));
+}
+
+namespace {
+
+/// y = x + z, block by block, in clusters of C CTAs: the x blocks are the same for all CTAs
+/// of a cluster and multicast (each CTA loads 32 / C of its 32 rows for all), z and y are
+/// each CTA's own.
+template <int C>
+using mc_tile = tp::tile<tp::block<32, 32>, tp::swizzle<0>, tp::box_rows<32 / C>>;
+
+template <int C>
+struct multicast_kernel {
+  static constexpr int num_threads = 3;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, mc_tile<C>> x, tp::gmem<float, 2, mc_tile<C>> z,
+                        tp::gmem<float, 2, mc_tile<C>> y) const {
+    const int c = tp::compute_index(k, 2), cta = k.axis_index(0), cluster = cta / C, n = steps;
+    auto body = [c](auto, auto xs, auto zs, auto ys) {
+      tp::map([](float a, float b) { return a + b; }, tp::rows<16>(ys, 16 * c), tp::rows<16>(xs, 16 * c),
+              tp::rows<16>(zs, 16 * c));
+    };
+    auto shared = [=](auto i) { return tp::idx(cluster * n + i, 0); };
+    auto own = [=](auto i) { return tp::idx(cta * n + i, 0); };
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps),
+                                       tp::in_specs(tp::spec<mc_tile<C>>(shared, tp::multicast<C>), tp::spec<mc_tile<C>>(own)),
+                                       tp::out_specs(tp::spec<mc_tile<C>>(own)), tp::num_compute_wgs<2>,
+                                       tp::memory_registers<40>, tp::max_concurrent_steps<3>)(k, x, z, y);
+    k.cluster_sync();
+  }
+};
+
+template <int C>
+void check_multicast(int clusters, int steps, int launch_cluster = C) {
+  const long long xr = clusters * steps * 32LL, zr = clusters * C * steps * 32LL;
+  const auto hx = host_values(xr * 32), hz = host_values(zr * 32);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {xr, 32}, hx);
+  auto z = tp::tensor<float, 2>::from_host(test::dev(), {zr, 32}, hz);
+  const tp::launch_config cfg{.grid = {clusters * C}, .cluster = launch_cluster};
+  const auto y = tp::kernel(multicast_kernel<C>{steps}, cfg, tp::out_type<float>(zr, 32))(test::dev(), x, z).to_host();
+  for (long long e = 0; e < zr * 32; ++e) {
+    const long long cta = e / (steps * 32 * 32), within = e % (steps * 32 * 32);
+    ASSERT_EQ(y[e], hx[(cta / C) * steps * 32 * 32 + within] + hz[e]) << "element " << e << ", clusters of " << C;
+  }
+}
+
+}  // namespace
+
+TEST(WarpSpecialized, MulticastToClusters) {
+  check_multicast<2>(3, 5);  // more steps than slots
+  check_multicast<2>(1, 1);
+  check_multicast<4>(2, 7);
+}
+
+TEST(WarpSpecialized, MulticastNeedsAMatchingCluster) {
+  if (test::on_gpu()) GTEST_SKIP() << "device-side checks trap on the GPU; the interpreter reports them";
+  EXPECT_NE(test::error_of([] { check_multicast<2>(2, 3, 1); })
+                .find("the pipeline has multicast<2> specs but the launch's clusters have 1 CTAs"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([] { check_multicast<2>(2, 3, 4); }).find("launch's clusters have 4 CTAs"), std::string::npos);
 }
 
 TEST(WarpSpecialized, BadConfigurationsAreReported) {

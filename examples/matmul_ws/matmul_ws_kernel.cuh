@@ -7,6 +7,10 @@
 // epilogue applies a hook (bias, activation), converts to the output type and stores the
 // accumulator in 64 x 64 chunks through a double-buffered SMEM tile with TMA, without
 // waiting for the stores: they drain while the next tile computes.
+//
+// With Cluster = 2 (or 4), clusters of CTAs work on vertically adjacent tiles, which share
+// their B block: each CTA loads 1/Cluster of it and multicasts it to the others, so L2
+// serves B once per cluster. This is what cuBLAS's kernels for these shapes do.
 #pragma once
 
 #include <tilepipe/tilepipe.cuh>
@@ -35,7 +39,7 @@ struct bias_relu_epilogue {
 enum class tile_order { grouped, snake };
 
 template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue,
-          int BK = 64>
+          int BK = 64, int Cluster = 1>
 struct matmul_ws_kernel {
   static constexpr int compute_wgs = 2;
   static constexpr int num_threads = compute_wgs + 1;  // the memory warpgroup is the last
@@ -43,19 +47,21 @@ struct matmul_ws_kernel {
   static constexpr int WM = BM / compute_wgs;  // rows per compute warpgroup
   static constexpr int EM = 64, EN = 64;       // epilogue chunk: 64 x 64
   using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<SK>>;
+  // A K-major B block is one column panel: split into Cluster row boxes for multicast.
   using b_tile = std::conditional_t<BL == b_layout::row_major, tp::tile<tp::block<BK, BN>, tp::swizzle<128>>,
-                                    tp::tile<tp::block<BN, BK>, tp::swizzle<SK>>>;
+                                    tp::tile<tp::block<BN, BK>, tp::swizzle<SK>, tp::box_rows<BN / Cluster>>>;
   using c_tile = tp::tile<tp::block<EM, EN>, tp::swizzle<128>>;
   using c_view = tp::smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
 
-  int tiles_m, tiles_n, k_steps, group;
+  int tiles_m, tiles_n, k_steps, group;  // tiles_m counts whole clusters' worth of tile rows
   tile_order order = tile_order::grouped;
   Epilogue epilogue{};
 
+  /// The t-th (cluster row, tile column) in the persistent loop's order.
   TP_HD tp::tile_coord tile_at(int t) const {
-    return order == tile_order::snake ? tp::snake_tile_order(t, tiles_m, tiles_n, group)
-                                      : tp::grouped_tile_order(t, tiles_m, tiles_n, group);
+    return order == tile_order::snake ? tp::snake_tile_order(t, tiles_m / Cluster, tiles_n, group)
+                                      : tp::grouped_tile_order(t, tiles_m / Cluster, tiles_n, group);
   }
 
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
@@ -97,7 +103,8 @@ struct matmul_ws_kernel {
       };
       return tp::emit_pipeline_warp_specialized(
           step, tp::grid(k_steps),
-          tp::in_specs(tp::spec<a_tile>(a_map, tp::delay_release<1>), tp::spec<b_tile>(b_map, tp::delay_release<1>)),
+          tp::in_specs(tp::spec<a_tile>(a_map, tp::delay_release<1>),
+                       tp::spec<b_tile>(b_map, tp::delay_release<1>, tp::multicast<Cluster>)),
           tp::out_specs(), tp::num_compute_wgs<compute_wgs>, tp::memory_registers<40>,
           tp::max_concurrent_steps<Stages>, context);
     };
@@ -107,12 +114,16 @@ struct matmul_ws_kernel {
     for (int i = 0; i < 2; ++i)
       c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
 
-    // The persistent loop: this CTA's tiles, each a pipeline of the chain.
-    tp::warp_specialized_for<compute_wgs, 40>(k, k.axis_index(0), tiles_m * tiles_n, k.axis_size(0),
-                                              [&](int t, tp::pipeline_state state, auto role) {
-                                                make(tile_at(t))(k, alloc, state, role, a, b);
+    // The persistent loop: this cluster's tiles (a column of Cluster tiles each), one
+    // pipeline of the chain per tile. Tile rows past the end compute zeros that TMA drops.
+    const int rank = k.cluster_rank();
+    tp::warp_specialized_for<compute_wgs, 40>(k, k.axis_index(0) / Cluster, (tiles_m / Cluster) * tiles_n,
+                                              k.axis_size(0) / Cluster, [&](int t, tp::pipeline_state state, auto role) {
+                                                const tp::tile_coord c = tile_at(t);
+                                                make({c.m * Cluster + rank, c.n})(k, alloc, state, role, a, b);
                                               });
     if (k.thread_index() != compute_wgs) tp::wait_smem_to_gmem<0>();  // the last tile's stores
+    if constexpr (Cluster > 1) k.cluster_sync();  // no CTA leaves while its peers multicast into it
   }
 
   /// Shared memory: the pipeline's slots and barriers, then the epilogue buffers.
@@ -122,12 +133,13 @@ struct matmul_ws_kernel {
 
   static matmul_ws_kernel make(long long M, long long N, long long K, int group = 8, tile_order order = tile_order::grouped,
                                Epilogue epi = {}) {
-    return {static_cast<int>((M + BM - 1) / BM), static_cast<int>((N + BN - 1) / BN), static_cast<int>((K + BK - 1) / BK),
-            group, order, epi};
+    const long long rows_of_clusters = (M + BM * Cluster - 1) / (BM * Cluster);
+    return {static_cast<int>(rows_of_clusters * Cluster), static_cast<int>((N + BN - 1) / BN),
+            static_cast<int>((K + BK - 1) / BK), group, order, epi};
   }
-  /// One CTA per SM (or per tile, when there are fewer tiles).
+  /// One CTA per SM (or per tile, when there are fewer tiles), in clusters of Cluster.
   tp::launch_config config(int sms) const {
-    const int ctas = tiles_m * tiles_n < sms ? tiles_m * tiles_n : sms;
-    return {.grid = {ctas}, .smem_bytes = smem_bytes};
+    const int ctas = tiles_m * tiles_n < sms ? tiles_m * tiles_n : sms / Cluster * Cluster;
+    return {.grid = {ctas}, .smem_bytes = smem_bytes, .cluster = Cluster};
   }
 };

@@ -40,6 +40,14 @@ class kernel_context {
   /// Synchronises all warpgroups of the CTA.
   TP_HD void sync_threads() const { prim::named_barrier_sync(prim::cta_barrier_id, warpgroup_size * num_threads()); }
 
+  /// This CTA's rank in its thread-block cluster (launch option `cluster`), the cluster's
+  /// size, and a barrier over all threads of the cluster. A kernel whose CTAs arrive on
+  /// each other's barriers or write each other's SMEM (multicast specs) ends with
+  /// cluster_sync(), so that no CTA exits while a peer still reaches into it.
+  TP_HD int cluster_rank() const { return prim::cluster_rank(); }
+  TP_HD int cluster_size() const { return prim::cluster_size(); }
+  TP_HD void cluster_sync() const { prim::cluster_sync(); }
+
   /// True in exactly one thread of the CTA: the one that issues CTA-wide copies.
   TP_HD bool cta_leader() const { return prim::leader() && thread_index() == 0; }
 

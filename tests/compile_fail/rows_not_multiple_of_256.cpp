@@ -1,4 +1,4 @@
-// expect: taller than 256 rows (the TMA box limit) must be a multiple of 256 rows
+// expect: taller than its TMA box (256 rows, or box_rows<R>) must be a multiple of the box height
 #include <tilepipe/tilepipe.cuh>
 using P = tp::tma_plan<tp::tile<tp::block<300, 64>>, 2>;
 int main() { return P::boxes; }

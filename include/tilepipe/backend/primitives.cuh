@@ -18,6 +18,7 @@
 #include "../core/wgmma_desc.cuh"
 
 #if TP_DEVICE_PASS
+#include "sm90/cluster.cuh"
 #include "sm90/debug_hangs.cuh"
 #include "sm90/sync.cuh"
 #include "sm90/tma.cuh"
@@ -50,7 +51,24 @@ TP_HD TP_FORCEINLINE int warpgroup_index() {
 #if TP_DEVICE_PASS
   return static_cast<int>(threadIdx.x / warpgroup_size);
 #else
-  return interpret::current().wg;
+  return interpret::cta().local_wg(interpret::current().wg);
+#endif
+}
+
+/// This CTA's rank in its thread-block cluster, and the cluster's size (1 without clusters).
+TP_HD TP_FORCEINLINE int cluster_rank() {
+#if TP_DEVICE_PASS
+  return sm90::cluster_rank();
+#else
+  return interpret::cta().rank_of(interpret::current().wg);
+#endif
+}
+
+TP_HD TP_FORCEINLINE int cluster_size() {
+#if TP_DEVICE_PASS
+  return sm90::cluster_size();
+#else
+  return interpret::cta().cluster_size;
 #endif
 }
 
@@ -62,6 +80,16 @@ TP_HD TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
   sm90::named_barrier_sync(id, threads);
 #else
   interpret::cta().named_barrier_sync(interpret::current().wg, id, threads);
+#endif
+}
+
+/// All threads of all CTAs of the cluster (barrier.cluster, release / acquire): barrier
+/// initialisations and SMEM writes before it are visible to every CTA after it.
+TP_HD TP_FORCEINLINE void cluster_sync() {
+#if TP_DEVICE_PASS
+  sm90::cluster_sync();
+#else
+  interpret::cta().cluster_sync(interpret::current().wg);
 #endif
 }
 
@@ -131,6 +159,21 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(std::uint64_t* bar) {
 #endif
 }
 
+/// All threads: one arrival per warp on the barrier at bar's offset in each of the first
+/// `ranks` CTAs of the cluster (after every lane of the warp got here): releases a slot
+/// that the whole cluster's multicast loads write.
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(std::uint64_t* bar, int ranks) {
+#if TP_DEVICE_PASS
+  __syncwarp();
+  if (threadIdx.x % 32 == 0)
+    for (int r = 0; r < ranks; ++r) sm90::mbarrier_arrive_remote(bar, r);
+#else
+  auto& c = interpret::cta();
+  const int wg = interpret::current().wg;
+  for (int r = 0; r < ranks; ++r) c.barrier_arrive(wg, c.peer(wg, bar, r, "remote mbarrier arrive"), 4, 0);
+#endif
+}
+
 /// leader: expects `bytes` more transaction bytes in this phase and arrives once.
 TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
 #if TP_DEVICE_PASS
@@ -182,13 +225,11 @@ TP_HD TP_FORCEINLINE void fence_proxy_async() {
 
 // ---- TMA -------------------------------------------------------------------------------
 
-/// leader: loads the box at coords (TMA order, innermost first) into dst; completes
-/// box bytes of transactions on bar.
+#if !TP_DEVICE_PASS
+namespace detail {
+/// The interpreter's TMA load: a deferred copy of one box into dst, completing on bar.
 template <int R>
-TP_HD TP_FORCEINLINE void tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
-#if TP_DEVICE_PASS
-  sm90::tma_load(dst, &map.map, coords, bar);
-#else
+void interpret_tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
   auto& c = interpret::cta();
   const std::uint32_t dst_off = c.smem_offset(dst, interpret::box_bytes(map), "TMA load destination");
   const std::uint32_t bar_off = c.smem_offset(bar, 8, "TMA load barrier");
@@ -206,6 +247,39 @@ TP_HD TP_FORCEINLINE void tma_load(const tma_desc& map, void* dst, const int (&c
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
   c.record(e);
   c.issue_load(std::move(copy));
+}
+}  // namespace detail
+#endif
+
+/// leader: loads the box at coords (TMA order, innermost first) into dst; completes
+/// box bytes of transactions on bar.
+template <int R>
+TP_HD TP_FORCEINLINE void tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
+#if TP_DEVICE_PASS
+  sm90::tma_load(dst, &map.map, coords, bar);
+#else
+  detail::interpret_tma_load(map, dst, coords, bar);
+#endif
+}
+
+/// leader: loads the box at coords into dst's offset in every CTA of the cluster whose bit
+/// is set in cta_mask; each completes the box's bytes on the barrier at bar's offset in
+/// its own CTA.
+template <int R>
+TP_HD TP_FORCEINLINE void tma_load_multicast(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar,
+                                             std::uint16_t cta_mask) {
+#if TP_DEVICE_PASS
+  sm90::tma_load_multicast(dst, &map.map, coords, bar, cta_mask);
+#else
+  auto& c = interpret::cta();
+  const int wg = interpret::current().wg;
+  if (cta_mask >> c.cluster_size)
+    tilepipe::detail::throw_formatted("multicast TMA load to CTA mask 0x%x in a cluster of %d CTAs", cta_mask,
+                                      c.cluster_size);
+  for (int r = 0; r < c.cluster_size; ++r)
+    if (cta_mask & (1u << r))
+      detail::interpret_tma_load(map, c.peer(wg, dst, r, "multicast TMA load"), coords,
+                                 reinterpret_cast<std::uint64_t*>(c.peer(wg, bar, r, "multicast TMA load")));
 #endif
 }
 
@@ -268,7 +342,7 @@ TP_HD TP_FORCEINLINE std::uint32_t smem_address(const void* p) {
 #if TP_DEVICE_PASS
   return sm90::smem_address(p);
 #else
-  return interpret::cta().smem_offset(p, 0, "wgmma operand");
+  return interpret::cta().local_address(interpret::current().wg, p);
 #endif
 }
 
@@ -304,17 +378,19 @@ template <class T, int N>
 void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t da, bool a_mn_major,
                      std::uint64_t db, bool b_mn_major, int scale_d) {
   auto& c = interpret::cta();
-  const unsigned char* smem = c.smem();
+  // Descriptors hold addresses in the issuing CTA's shared window.
+  const unsigned char* smem = c.smem_of(c.rank_of(interpret::current().wg));
+  const std::uint32_t base = static_cast<std::uint32_t>(smem - c.smem());
   // The SMEM granules this instruction reads, for the race detector.
   std::vector<std::uint32_t> granules;
   if (c.detector()) {
     if (!a_regs)
       for (int m = 0; m < 64; ++m)
         for (int k = 0; k < 16; ++k)
-          granules.push_back(wgmma_operand_byte(da, a_mn_major, sizeof(T), m, k) / interpret::granule_bytes);
+          granules.push_back((base + wgmma_operand_byte(da, a_mn_major, sizeof(T), m, k)) / interpret::granule_bytes);
     for (int n = 0; n < N; ++n)
       for (int k = 0; k < 16; ++k)
-        granules.push_back(wgmma_operand_byte(db, b_mn_major, sizeof(T), n, k) / interpret::granule_bytes);
+        granules.push_back((base + wgmma_operand_byte(db, b_mn_major, sizeof(T), n, k)) / interpret::granule_bytes);
     std::sort(granules.begin(), granules.end());
     granules.erase(std::unique(granules.begin(), granules.end()), granules.end());
   }
@@ -369,7 +445,7 @@ TP_HD TP_FORCEINLINE unsigned char* dynamic_smem() {
   extern __shared__ __align__(1024) unsigned char tp_dynamic_smem[];
   return tp_dynamic_smem;
 #else
-  return interpret::cta().smem();
+  return interpret::cta().smem_of(cluster_rank());
 #endif
 }
 

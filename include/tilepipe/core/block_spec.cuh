@@ -2,7 +2,8 @@
 //     tp::spec<a_tile>([=](auto k) { return tp::idx(m, k); }, tp::delay_release<1>)
 // The tile (block shape + memory transforms) is a type; the index map a generic callable.
 // Options: tp::delay_release<d>, tp::buffered<n> (slots for this operand), tp::depends_on<axes...>
-// (declares the grid axes the map uses, for maps the probe analysis cannot follow).
+// (declares the grid axes the map uses, for maps the probe analysis cannot follow),
+// tp::multicast<c> (the block is shared by the c CTAs of a cluster).
 // tp::gmem_spec passes an operand through in global memory (no copies; nested pipelines).
 #pragma once
 
@@ -47,7 +48,23 @@ struct depends_on_t {
 template <int... Axes>
 inline constexpr depends_on_t<Axes...> depends_on{};
 
+template <int C>
+struct multicast_t {
+  static_assert(C == 1 || C == 2 || C == 4, "tilepipe: multicast<c> takes a cluster of 1, 2 or 4 CTAs");
+  static constexpr int value = C;
+};
+/// The block is the same for all C CTAs of the launch's cluster (Pallas' collective_axes):
+/// each CTA loads 1/C of its TMA boxes and multicasts them into all C CTAs, so L2 serves the
+/// block once per cluster instead of once per CTA. Warp-specialised pipelines only; the
+/// launch must use cluster = C.
+template <int C>
+inline constexpr multicast_t<C> multicast{};
+
 namespace detail {
+template <class T>
+inline constexpr int multicast_of = 0;
+template <int C>
+inline constexpr int multicast_of<multicast_t<C>> = C;
 template <class T>
 inline constexpr int delay_of = -1;
 template <int D>
@@ -81,6 +98,9 @@ struct block_spec {
   static constexpr int delay = static_cast<int>(detail::first_set({detail::delay_of<Opts>...}, -1));
   static constexpr int buffers = static_cast<int>(detail::first_set({detail::buffers_of<Opts>...}, 0));
   static constexpr long long declared_axes = detail::first_set({detail::axes_of<Opts>...}, -1);
+  static constexpr int multicast = static_cast<int>(detail::first_set({detail::multicast_of<Opts>...}, 0)) > 0
+                                       ? static_cast<int>(detail::first_set({detail::multicast_of<Opts>...}, 0))
+                                       : 1;
 
   /// Grid axes the index map depends on (bit a = axis a).
   template <int GridRank>
@@ -113,6 +133,7 @@ TP_HD constexpr block_spec<Tile, whole_array_map<Tile::block_type::rank>> spec()
 /// An operand the pipeline leaves in global memory: the body receives its GMEM ref.
 struct gmem_spec_t {
   static constexpr bool in_smem = false;
+  static constexpr int multicast = 1;
 };
 inline constexpr gmem_spec_t gmem_spec{};
 

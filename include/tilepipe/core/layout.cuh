@@ -25,20 +25,30 @@ struct swizzle {
   static constexpr int bytes = Bytes;
 };
 
+/// TMA box height: the tile moves in boxes of at most R rows (default 256, the TMA limit).
+/// A block multicast to a cluster is split box by box among its CTAs, so a block of one
+/// column panel needs box_rows<rows / cluster size> to be shared.
+template <int R>
+struct box_rows {
+  static_assert(R >= 8 && R <= 256 && R % 8 == 0, "tilepipe: box_rows<R> takes a multiple of 8 rows in 8..256");
+  static constexpr int value = R;
+};
+
 /// The static part of a block spec: block shape plus memory transforms.
-template <class Block, class Swizzle = swizzle<0>>
+template <class Block, class Swizzle = swizzle<0>, class BoxRows = box_rows<256>>
 struct tile {
   static_assert(is_block_v<Block>, "tilepipe: tile<B, S> takes a tp::block<...> shape first");
   using block_type = Block;
   static constexpr int swizzle_bytes = Swizzle::bytes;
+  static constexpr int max_box_rows = BoxRows::value;
   static_assert(Block::dims[Block::rank - 1].kind != dim_kind::squeezed,
                 "tilepipe: the innermost block dimension cannot be squeezed (TMA moves rows of at least 16 bytes)");
 };
 
 template <class T>
 inline constexpr bool is_tile_v = false;
-template <class B, class S>
-inline constexpr bool is_tile_v<tile<B, S>> = true;
+template <class B, class S, class R>
+inline constexpr bool is_tile_v<tile<B, S, R>> = true;
 
 /// Byte layout of one tile of element size E (bytes) in shared memory.
 template <class Tile, int E>

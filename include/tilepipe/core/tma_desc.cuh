@@ -32,13 +32,17 @@ struct tma_plan {
   using layout = tile_layout<Tile, E>;
   using block_type = typename Tile::block_type;
   static constexpr int rank = block_type::rank;
-  static constexpr bool chunk_rows = rank == 2 && block_type::dims[0].size > max_tma_box;
-  static constexpr int chunk = chunk_rows ? max_tma_box : (rank >= 2 ? block_type::dims[0].size : 1);
-  static constexpr int chunks = chunk_rows ? block_type::dims[0].size / max_tma_box : 1;
+  static constexpr int max_rows = Tile::max_box_rows;  // 256 (the TMA limit) unless the tile says less
+  static constexpr bool chunk_rows = rank == 2 && block_type::dims[0].size > max_rows;
+  static constexpr int chunk = chunk_rows ? max_rows : (rank >= 2 ? block_type::dims[0].size : 1);
+  static constexpr int chunks = chunk_rows ? block_type::dims[0].size / max_rows : 1;
   static constexpr int boxes = layout::panels * chunks;
 
-  static_assert(!chunk_rows || block_type::dims[0].size % max_tma_box == 0,
-                "tilepipe: a 2-D block taller than 256 rows (the TMA box limit) must be a multiple of 256 rows");
+  static_assert(!chunk_rows || block_type::dims[0].size % max_rows == 0,
+                "tilepipe: a 2-D block taller than its TMA box (256 rows, or box_rows<R>) must be a multiple of the "
+                "box height");
+  static_assert(Tile::max_box_rows == max_tma_box || rank == 2,
+                "tilepipe: box_rows<R> applies to 2-D blocks only");
 
   /// TMA box, innermost dimension first.
   static constexpr int box(int tma_dim) {

@@ -42,6 +42,7 @@ struct launch_config {
   std::vector<int> grid = {1};          // 1 to 3 axes; axis 0 is CUDA's x
   std::vector<std::string> grid_names;  // optional names for axis_index("name")
   std::size_t smem_bytes = 0;           // dynamic SMEM per CTA; 0 = the device maximum (227 KB)
+  int cluster = 1;                      // CTAs per thread-block cluster, along axis 0 (1, 2, 4 or 8)
   void* stream = nullptr;               // cudaStream_t for GPU launches
 };
 
@@ -175,14 +176,17 @@ std::string kernel_name() {
   return s;
 }
 
+/// Runs the grid on the host, one cluster of CTAs at a time (a CTA is a cluster of one):
+/// each warpgroup of each CTA of the cluster is a host thread.
 template <class K, class KP>
 void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, const interpret::options& opt) {
   constexpr int nt = threads_of<K>();
+  const int cl = cfg.cluster;
   const int gx = p.grid.extent[0], gy = p.grid.extent[1], gz = p.grid.extent[2];
-  std::vector<std::array<int, 3>> order;
+  std::vector<std::array<int, 3>> order;  // the first CTA of each cluster
   for (int z = 0; z < gz; ++z)
     for (int y = 0; y < gy; ++y)
-      for (int x = 0; x < gx; ++x) order.push_back({x, y, z});
+      for (int x = 0; x < gx; x += cl) order.push_back({x, y, z});
   if (opt.shuffle_ctas) {
     std::mt19937_64 rng(opt.seed);
     std::shuffle(order.begin(), order.end(), rng);
@@ -190,15 +194,15 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
   const std::string name = kernel_name<K>();
   int number = 0;
   for (const auto& c : order) {
-    const int cta[max_grid_rank] = {c[0], c[1], c[2]};
-    std::string cta_name = "(" + std::to_string(c[0]);
+    std::string cta_name = "(" + std::to_string(c[0]) + (cl > 1 ? ".." + std::to_string(c[0] + cl - 1) : "");
     for (std::size_t a = 1; a < cfg.grid.size(); ++a) cta_name += ", " + std::to_string(c[a]);
     cta_name += ")";
-    interpret::cta_state st(nt, smem, opt, name, cta_name, number++);
+    interpret::cta_state st(nt, smem, opt, name, cta_name, number++, cl);
     std::vector<std::thread> threads;
-    for (int i = 0; i < nt; ++i)
+    for (int i = 0; i < nt * cl; ++i)
       threads.emplace_back([&, i] {
         interpret::current() = {&st, i};
+        const int cta[max_grid_rank] = {c[0] + i / nt, c[1], c[2]};
         try {
           st.sched.enter(i);
           run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
@@ -273,6 +277,40 @@ class kernel_launcher {
     else return outputs;
   }
 
+  /// How many CTAs of this launch the GPU can hold at once (whole clusters): the grid size
+  /// of a persistent kernel. The interpreter, which runs one CTA or cluster at a time,
+  /// answers with the grid's size.
+  int resident_ctas(const device& dev) const {
+    int grid = 1;
+    for (int g : cfg_.grid) grid *= g;
+    if (!dev.is_gpu()) return grid;
+#if TP_HAS_CUDA_COMPILER
+    const std::size_t smem = cfg_.smem_bytes ? cfg_.smem_bytes : smem_capacity;
+    auto entry = launch_detail::gpu_entry<K, kp_type>;
+    TP_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const int threads = launch_detail::threads_of<K>() * warpgroup_size;
+    if (cfg_.cluster == 1) {
+      int per_sm = 0;
+      TP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, entry, threads, smem));
+      return per_sm * dev.multiprocessors();
+    }
+    cudaLaunchConfig_t lc{};
+    lc.gridDim = dim3(cfg_.cluster);
+    lc.blockDim = dim3(threads);
+    lc.dynamicSmemBytes = smem;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
+    lc.attrs = &cluster;
+    lc.numAttrs = 1;
+    int clusters = 0;
+    TP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, entry, &lc));
+    return clusters * cfg_.cluster;
+#else
+    return grid;
+#endif
+  }
+
  private:
   template <class T, int R>
   static tensor<T, R> make_output(const device& dev, const out_type_t<T, R>& o) {
@@ -301,9 +339,16 @@ class kernel_launcher {
 #if TP_HAS_CUDA_COMPILER
     auto entry = launch_detail::gpu_entry<K, kp_type>;
     TP_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const dim3 grid(p->grid.extent[0], p->grid.extent[1], p->grid.extent[2]);
-    entry<<<grid, launch_detail::threads_of<K>() * warpgroup_size, smem, static_cast<cudaStream_t>(cfg_.stream)>>>(*p);
-    TP_CUDA_CHECK(cudaGetLastError());
+    cudaLaunchConfig_t lc{};
+    lc.gridDim = dim3(p->grid.extent[0], p->grid.extent[1], p->grid.extent[2]);
+    lc.blockDim = dim3(launch_detail::threads_of<K>() * warpgroup_size);
+    lc.dynamicSmemBytes = smem;
+    lc.stream = static_cast<cudaStream_t>(cfg_.stream);
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
+    if (cfg_.cluster > 1) lc.attrs = &cluster, lc.numAttrs = 1;
+    TP_CUDA_CHECK(cudaLaunchKernelEx(&lc, entry, *p));
 #if defined(TILEPIPE_DEBUG_HANGS)
     // Debug mode: name the kernel whose barrier wait timed out (the device printed where).
     if (const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(cfg_.stream)); e != cudaSuccess)
@@ -322,6 +367,11 @@ class kernel_launcher {
       detail::throw_formatted("the launch grid has %d axes; tilepipe supports 1 to 3", rank);
     if (!cfg_.grid_names.empty() && static_cast<int>(cfg_.grid_names.size()) != rank)
       detail::throw_formatted("%zu grid names for a grid of %d axes", cfg_.grid_names.size(), rank);
+    if (cfg_.cluster != 1 && cfg_.cluster != 2 && cfg_.cluster != 4 && cfg_.cluster != 8)
+      detail::throw_formatted("launch option cluster = %d: a cluster has 1, 2, 4 or 8 CTAs", cfg_.cluster);
+    if (cfg_.grid[0] % cfg_.cluster != 0)
+      detail::throw_formatted("the grid's axis 0 has %d CTAs, not a multiple of the cluster size %d", cfg_.grid[0],
+                              cfg_.cluster);
     g.rank = rank;
     g.num_warpgroups = nt;
     for (int a = 0; a < rank; ++a) {

@@ -47,7 +47,7 @@ template <class Tile, class T>
 inline constexpr std::uint32_t block_bytes_v = tile_layout<Tile, static_cast<int>(sizeof(T))>::bytes;
 
 namespace detail {
-/// Calls f(map, coords, smem_byte_offset) for every TMA box of block `bi` of Tile.
+/// Calls f(map, coords, smem_byte_offset, box_number) for every TMA box of block `bi` of Tile.
 template <class Tile, class G, class F>
 TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, F&& f) {
   using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
@@ -61,7 +61,7 @@ TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, F&&
     for (int d = 0; d < G::rank; ++d) c[d] = co[d];
     c[0] += plan::box_col(b);
     if constexpr (G::rank > 1) c[1] += plan::box_row(b);
-    f(map, c, plan::box_smem(b));
+    f(map, c, plan::box_smem(b), b);
   }
 }
 }  // namespace detail
@@ -69,15 +69,27 @@ TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, F&&
 /// leader: loads block `bi` of `g` into `dst`; completes block_bytes_v transaction bytes on bar.
 template <class Tile, class G>
 TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar) {
-  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off) {
+  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off, int) {
     prim::tma_load(map, static_cast<unsigned char*>(dst) + off, c, bar);
+  });
+}
+
+/// leader: this CTA's share of a block the `ranks` CTAs of its cluster load together: the
+/// boxes b with b % ranks == rank, multicast into `dst` of every CTA (each completes them on
+/// its own barrier at bar's offset, which expects the whole block's bytes).
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void issue_block_load_multicast(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar,
+                                                     int rank, int ranks) {
+  const auto mask = static_cast<std::uint16_t>((1u << ranks) - 1);
+  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off, int b) {
+    if (b % ranks == rank) prim::tma_load_multicast(map, static_cast<unsigned char*>(dst) + off, c, bar, mask);
   });
 }
 
 /// leader: stores `src` to block `bi` of `g` (elements outside the tensor are dropped).
 template <class Tile, class G>
 TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi, const void* src) {
-  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off) {
+  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off, int) {
     prim::tma_store(map, static_cast<const unsigned char*>(src) + off, c);
   });
 }

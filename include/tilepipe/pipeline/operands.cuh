@@ -48,6 +48,7 @@ struct smem_operand {
   using layout = tile_layout<tile, static_cast<int>(sizeof(T))>;
   using view_type = smem_ref<T, layout>;
   using plan = slot_plan<Spec, Grid, MCS, DefaultDelay>;
+  static_assert(Spec::multicast == 1, "tilepipe: multicast specs need emit_pipeline_warp_specialized");
   static constexpr int slots = plan::slots;
   static constexpr int delay = plan::delay;
   static constexpr std::uint32_t slot_bytes = round_up(layout::bytes, static_cast<std::uint32_t>(smem_alignment));

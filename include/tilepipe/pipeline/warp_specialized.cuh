@@ -142,7 +142,10 @@ struct ws_input {
   using block_index = decltype(apply_index_map(std::declval<typename Spec::map_type>(), index<Grid::rank>{}));
   static constexpr int slots = plan::slots;
   static constexpr int delay = Manual ? 0 : plan::delay;
-  static constexpr int arrivals = 4 * NumCompute;  // one per compute warp
+  // A multicast block is written into every CTA of the cluster by every CTA's memory
+  // warpgroup, so its slot is free only when the compute warps of all CTAs released it.
+  static constexpr int cluster = Spec::multicast;
+  static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the cluster
   static constexpr std::uint32_t slot_bytes = round_up(layout::bytes, static_cast<std::uint32_t>(smem_alignment));
   static_assert(Gmem::template has_tile<tile>,
                 "tilepipe: the gmem_ref passed for this spec has no tensor map for the spec's tile");
@@ -150,6 +153,11 @@ struct ws_input {
                 "tilepipe: the index map returns a different number of indices than the operand has dimensions");
   static_assert(!(Manual && Spec::delay > 0),
                 "tilepipe: with manual_consumed_barriers the body releases blocks itself; drop delay_release");
+  static_assert(cluster == 1 || tma_plan<tile, static_cast<int>(sizeof(T))>::boxes % cluster == 0,
+                "tilepipe: the CTAs of a cluster share a multicast<c> block box by box, so it must consist of a "
+                "multiple of c TMA boxes (column panels x row boxes): give its tile tp::box_rows<rows / c>");
+  static_assert(cluster == 1 || !Manual, "tilepipe: multicast specs release their slots automatically; drop "
+                                         "manual_consumed_barriers");
 
   unsigned char* smem = nullptr;
   std::uint64_t* ready = nullptr;
@@ -195,8 +203,10 @@ struct ws_input {
       fill_slot = (fill_slot + 1) % slots;
       if (consumed_bits.mark_used(fill_slot)) prim::mbarrier_wait(consumed + fill_slot, consumed_bits.flip(fill_slot));
       if (prim::leader()) {
-        prim::mbarrier_arrive_expect_tx(ready + fill_slot, layout::bytes);
-        issue_block_load<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot);
+        prim::mbarrier_arrive_expect_tx(ready + fill_slot, layout::bytes);  // the whole block lands here
+        if constexpr (cluster > 1)
+          issue_block_load_multicast<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot, prim::cluster_rank(), cluster);
+        else issue_block_load<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot);
       }
     }
     grid.increment(fill_at);
@@ -233,7 +243,13 @@ struct ws_input {
     hist_slot[delay] = slot;
     hist_last[delay] = last_step || !(apply_index_map(spec.index_map, next) == last);
     if constexpr (!Manual)
-      if (s >= delay && hist_last[0]) prim::mbarrier_arrive_per_warp(consumed + hist_slot[0]);
+      if (s >= delay && hist_last[0]) release(hist_slot[0]);
+  }
+
+  /// The compute warps are done with slot s: in every CTA of the cluster for a multicast block.
+  TP_HD void release(int s) const {
+    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(consumed + s, cluster);
+    else prim::mbarrier_arrive_per_warp(consumed + s);
   }
 
   /// After the last step: releases the blocks of the last `delay` steps.
@@ -241,7 +257,7 @@ struct ws_input {
     if constexpr (!Manual)
 #pragma unroll
       for (int h = 1; h <= delay; ++h)
-        if (steps - (delay + 1 - h) >= 0 && hist_last[h]) prim::mbarrier_arrive_per_warp(consumed + hist_slot[h]);
+        if (steps - (delay + 1 - h) >= 0 && hist_last[h]) release(hist_slot[h]);
   }
 };
 
@@ -379,6 +395,13 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   static_assert((Ins::in_smem && ...) && (Outs::in_smem && ...),
                 "tilepipe: the warp-specialised pipeline moves every operand through SMEM (no gmem_spec)");
   static constexpr bool has_context = !std::is_same_v<Ctx, no_carry>;
+  static constexpr int cluster = [] {
+    int c = 1;
+    ((c = Ins::multicast > c ? Ins::multicast : c), ...);
+    return c;
+  }();
+  static_assert(((Ins::multicast == 1 || Ins::multicast == cluster) && ...),
+                "tilepipe: all multicast specs of a pipeline name the same cluster size");
 
  public:
   TP_HD ws_pipeline(Body body, Grid grid, cuda::std::tuple<Ins...> ins, cuda::std::tuple<Outs...> outs, Ctx ctx)
@@ -399,7 +422,14 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     for_each(a.ins, [&](auto& op, int i) { op.allocate(k, leader, i); });
     for_each(a.outs, [&](auto& op, int j) { op.allocate(k, leader, static_cast<int>(sizeof...(Ins)) + j); });
     if (leader) prim::fence_barrier_init();
-    k.sync_threads();
+    if constexpr (cluster > 1) {
+      TP_REQUIRE(prim::cluster_size() == cluster,
+                 "the pipeline has multicast<%d> specs but the launch's clusters have %d CTAs (launch option cluster)",
+                 cluster, prim::cluster_size());
+      prim::cluster_sync();  // the peers' multicasts may reach this CTA's barriers from now on
+    } else {
+      k.sync_threads();
+    }
     return a;
   }
 

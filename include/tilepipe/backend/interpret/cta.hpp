@@ -2,6 +2,11 @@
 // counts, transaction bytes and phases, named barriers, the asynchronous copy engine and
 // the asynchronous wgmma queue of each warpgroup.
 //
+// A thread-block cluster is simulated as one cta_state holding all its CTAs: their shared
+// memories lie one after the other (smem_stride apart) and their warpgroups are numbered
+// across the cluster (CTA rank r's warpgroup w is r * wgs_per_cta + w), so one scheduler,
+// one set of barriers and one race detector see every cross-CTA arrival and multicast.
+//
 // Copies and wgmmas are deferred: a TMA load lands when somebody waits on its barrier, a
 // TMA store when its bulk group is waited for, a wgmma group at wgmma_wait. So a kernel
 // that forgets a wait reads poison, as it would read stale data on the GPU.
@@ -90,22 +95,28 @@ struct warpgroup_state {
 
 class cta_state {
  public:
+  /// num_warpgroups and smem_bytes are per CTA; `cluster` CTAs are simulated together.
   cta_state(int num_warpgroups, std::size_t smem_bytes, const options& opt, std::string kernel, std::string cta,
-            int cta_number = 0)
-      : sched(num_warpgroups),
-        wgs(num_warpgroups),
+            int cta_number = 0, int cluster = 1)
+      : sched(num_warpgroups * cluster),
+        wgs(num_warpgroups * cluster),
         kernel_name(std::move(kernel)),
         cta_name(std::move(cta)),
         smem_size(smem_bytes),
+        cluster_size(cluster),
+        wgs_per_cta(num_warpgroups),
+        smem_stride(round_up(smem_bytes ? smem_bytes : 1024, 1024)),
+        smem_total_((cluster - 1) * smem_stride + smem_bytes),
+        exited_(cluster, 0),
         cta_number_(cta_number),
         opt_(opt),
         rng_(opt.seed) {
-    smem_ = static_cast<unsigned char*>(std::aligned_alloc(1024, round_up(smem_bytes ? smem_bytes : 1024, 1024)));
-    std::memset(smem_, 0xFF, smem_bytes);  // poison: NaN in every float format
-    for (int i = 0; i < num_warpgroups; ++i) wgs[i].index = i;
+    smem_ = static_cast<unsigned char*>(std::aligned_alloc(1024, cluster * smem_stride));
+    std::memset(smem_, 0xFF, cluster * smem_stride);  // poison: NaN in every float format
+    for (int i = 0; i < num_warpgroups * cluster; ++i) wgs[i].index = i;
     sched.deadlock_context = [this](const std::vector<scheduler::state>& st) { return deadlock_context(st); };
     if (opt.detect_races) {
-      det_ = std::make_unique<race_detector>(num_warpgroups, smem_bytes);
+      det_ = std::make_unique<race_detector>(num_warpgroups * cluster, smem_total_);
       det_->describe_bytes = [this](std::uint32_t lo, std::uint32_t hi) { return regions_.describe(lo, hi); };
       det_->explain = [this](const access_op& e, const access_op& l) { return explain_race(e, l); };
     }
@@ -114,16 +125,48 @@ class cta_state {
   cta_state(const cta_state&) = delete;
   cta_state& operator=(const cta_state&) = delete;
 
+  /// The shared memory of all CTAs; offsets (smem_offset) are relative to it.
   unsigned char* smem() const { return smem_; }
+  /// The shared memory of the CTA of cluster rank `rank`.
+  unsigned char* smem_of(int rank) const { return smem_ + rank * smem_stride; }
   const options& opts() const { return opt_; }
   race_detector* detector() const { return det_.get(); }
 
+  /// Cluster rank of the CTA warpgroup wg (numbered across the cluster) belongs to, and
+  /// its index within that CTA.
+  int rank_of(int wg) const { return wg / wgs_per_cta; }
+  int local_wg(int wg) const { return wg % wgs_per_cta; }
+
   std::uint32_t smem_offset(const void* p, std::size_t bytes, const char* what) const {
     const auto* c = static_cast<const unsigned char*>(p);
-    if (c < smem_ || c + bytes > smem_ + smem_size)
+    if (c < smem_ || c + bytes > smem_ + smem_total_)
       detail::throw_formatted("%s: address is not inside this CTA's %zu bytes of shared memory", what, smem_size);
     return static_cast<std::uint32_t>(c - smem_);
   }
+
+  /// The shared-window address of p as warpgroup wg's CTA sees it (what the GPU puts in
+  /// wgmma descriptors): the offset from that CTA's shared memory.
+  std::uint32_t local_address(int wg, const void* p) const {
+    const std::uint32_t off = smem_offset(p, 0, "shared address");
+    const std::uint32_t base = static_cast<std::uint32_t>(rank_of(wg) * smem_stride);
+    if (off < base || off > base + smem_size)
+      detail::throw_formatted("warpgroup %d uses an address in the shared memory of another CTA of its cluster", wg);
+    return off - base;
+  }
+
+  /// The same SMEM location as p (in warpgroup wg's CTA) in the CTA of rank `rank` (mapa).
+  unsigned char* peer(int wg, const void* p, int rank, const char* what) const {
+    if (rank < 0 || rank >= cluster_size)
+      detail::throw_formatted("%s: CTA rank %d is outside the cluster of %d CTAs", what, rank, cluster_size);
+    if (exited_[rank] == wgs_per_cta && rank != rank_of(wg))
+      detail::throw_formatted("%s: CTA rank %d of the cluster has exited; a CTA must not exit while others still "
+                              "arrive on its barriers or write its shared memory (end with a cluster sync)",
+                              what, rank);
+    return smem_of(rank) + local_address(wg, p);
+  }
+
+  /// barrier.cluster: every warpgroup of every CTA of the cluster.
+  void cluster_sync(int wg) { named_barrier_sync(wg, cluster_barrier_key, cluster_size * wgs_per_cta * 128); }
 
   // ---- annotations -------------------------------------------------------------------
   void name_region(const void* p, std::size_t bytes, const char* what, int index, int slot) {
@@ -245,6 +288,7 @@ class cta_state {
 
   // ---- named barriers (bar.sync) ---------------------------------------------------
   void named_barrier_sync(int wg, int id, int threads) {
+    if (id != cluster_barrier_key) id += named_ids * rank_of(wg);  // each CTA has its own 16 barriers
     auto& nb = named_[id];
     if (nb.arrived == 0) nb.threads = threads;
     if (nb.threads != threads)
@@ -267,7 +311,9 @@ class cta_state {
     const std::uint64_t gen = nb.generation;
     sched.block_until(wg, [this, id, gen] { return named_[id].generation != gen; },
                       [this, id, threads] {
-                        return "named barrier " + std::to_string(id) + " (" + std::to_string(named_[id].arrived) +
+                        return (id == cluster_barrier_key ? std::string("the cluster barrier")
+                                                          : "named barrier " + std::to_string(id % named_ids)) +
+                               " (" + std::to_string(named_[id].arrived) +
                                " of " + std::to_string(threads) + " threads arrived: " +
                                warpgroup_list(named_[id].who) + ")";
                       });
@@ -367,6 +413,7 @@ class cta_state {
 
   /// Checks made when a warpgroup returns from the kernel.
   void on_warpgroup_exit(int wg) {
+    ++exited_[rank_of(wg)];
     auto& w = wgs[wg];
     if (!w.stores_uncommitted.empty() || !w.store_groups.empty())
       detail::throw_formatted(
@@ -400,7 +447,10 @@ class cta_state {
   std::vector<warpgroup_state> wgs;
   const std::string kernel_name;
   const std::string cta_name;
-  const std::size_t smem_size;
+  const std::size_t smem_size;  // per CTA
+  const int cluster_size;
+  const int wgs_per_cta;
+  const std::size_t smem_stride;
 
  private:
   static std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
@@ -592,6 +642,10 @@ class cta_state {
     std::map<std::uint64_t, released_t> released;  // completed generations not yet acquired by all
   };
 
+  static constexpr int named_ids = 16;              // bar.sync ids per CTA
+  static constexpr int cluster_barrier_key = -1;   // barrier.cluster among the named barriers
+  std::size_t smem_total_ = 0;
+  std::vector<int> exited_;  // warpgroups returned, per CTA rank
   int cta_number_ = 0;
   unsigned char* smem_ = nullptr;
   options opt_;
