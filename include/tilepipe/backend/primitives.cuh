@@ -159,18 +159,56 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(std::uint64_t* bar) {
 #endif
 }
 
+/// A barrier by its shared-window address, computed once (barrier_at) and kept in a
+/// register: the per-step waits and arrivals of a pipeline's compute loop use it instead of
+/// converting a generic pointer every time.
+struct smem_barrier {
+  std::uint32_t addr = 0;
+  TP_HD smem_barrier operator+(int i) const { return {addr + 8u * static_cast<std::uint32_t>(i)}; }
+};
+
+#if !TP_DEVICE_PASS
+namespace detail {
+inline std::uint64_t* interpret_barrier(smem_barrier b) {
+  auto& c = interpret::cta();
+  return reinterpret_cast<std::uint64_t*>(c.smem_of(c.rank_of(interpret::current().wg)) + b.addr);
+}
+}  // namespace detail
+#endif
+
+TP_HD TP_FORCEINLINE std::uint32_t smem_address(const void* p);
+
+TP_HD TP_FORCEINLINE smem_barrier barrier_at(std::uint64_t* bar) {
+#if TP_DEVICE_PASS
+  return {sm90::opaque(sm90::smem_address(bar))};
+#else
+  return {smem_address(bar)};
+#endif
+}
+
+/// All threads: one arrival per warp (after every lane of the warp got here).
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(smem_barrier bar) {
+#if TP_DEVICE_PASS
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(bar.addr);
+#else
+  mbarrier_arrive_per_warp(detail::interpret_barrier(bar));
+#endif
+}
+
 /// All threads: one arrival per warp on the barrier at bar's offset in each of the first
 /// `ranks` CTAs of the cluster (after every lane of the warp got here): releases a slot
 /// that the whole cluster's multicast loads write.
-TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(std::uint64_t* bar, int ranks) {
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, int ranks) {
 #if TP_DEVICE_PASS
   __syncwarp();
   if (threadIdx.x % 32 == 0)
-    for (int r = 0; r < ranks; ++r) sm90::mbarrier_arrive_remote(bar, r);
+    for (int r = 0; r < ranks; ++r) sm90::mbarrier_arrive_remote(bar.addr, r);
 #else
   auto& c = interpret::cta();
   const int wg = interpret::current().wg;
-  for (int r = 0; r < ranks; ++r) c.barrier_arrive(wg, c.peer(wg, bar, r, "remote mbarrier arrive"), 4, 0);
+  for (int r = 0; r < ranks; ++r)
+    c.barrier_arrive(wg, c.peer(wg, detail::interpret_barrier(bar), r, "remote mbarrier arrive"), 4, 0);
 #endif
 }
 
@@ -209,6 +247,18 @@ TP_HD TP_FORCEINLINE void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity
   }
 #else
   interpret::cta().barrier_wait(interpret::current().wg, bar, parity, {site.slot, site.step});
+#endif
+}
+
+/// mbarrier_wait on a barrier given by its shared-window address.
+TP_HD TP_FORCEINLINE void mbarrier_wait(smem_barrier bar, std::uint32_t parity, [[maybe_unused]] wait_site site = {}) {
+#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG_HANGS)
+  sm90::mbarrier_wait_bounded(static_cast<std::uint64_t*>(__cvta_shared_to_generic(bar.addr)), parity, site.slot, site.step);
+#elif TP_DEVICE_PASS
+  while (!sm90::mbarrier_try_wait(bar.addr, parity)) {
+  }
+#else
+  mbarrier_wait(detail::interpret_barrier(bar), parity, site);
 #endif
 }
 

@@ -18,17 +18,23 @@ namespace tilepipe {
 namespace detail {
 
 /// Descriptor of the 64 (or N) x 16 operand block starting at logical (mn0, k0) of a view
-/// whose MN dimension is stored as rows (K-major) or as columns (MN-major).
+/// whose MN dimension is stored as rows (K-major) or as columns (MN-major): the view's base
+/// descriptor (one address conversion per wgmma call) plus the block's compile-time byte
+/// offset in the 16-byte address field, which cannot carry out of it inside one tile.
 template <bool MnIsStoredCols, class Ref>
-TP_HD TP_FORCEINLINE std::uint64_t operand_desc(const Ref& r, int mn0, int k0) {
+TP_HD TP_FORCEINLINE std::uint64_t base_desc(const Ref& r) {
   using L = typename Ref::layout;
-  using T = typename Ref::value_type;
-  constexpr int e = static_cast<int>(sizeof(T));
+  const std::uint32_t addr = prim::smem_address(r.base) + static_cast<std::uint32_t>(r.row0 * L::row_bytes);
+  return make_wgmma_desc(addr, MnIsStoredCols ? L::panel_bytes : 16, 8 * L::row_bytes, L::swizzle);
+}
+
+template <bool MnIsStoredCols, class Ref>
+TP_HD TP_FORCEINLINE constexpr std::uint64_t desc_offset(int mn0, int k0) {
+  using L = typename Ref::layout;
+  constexpr int e = static_cast<int>(sizeof(typename Ref::value_type));
   const int row = MnIsStoredCols ? k0 : mn0;  // stored coordinates of the block's start
   const int col = MnIsStoredCols ? mn0 : k0;
-  const int off = (col / L::panel) * L::panel_bytes + (r.row0 + row) * L::row_bytes + (col % L::panel) * e;
-  const std::uint32_t addr = prim::smem_address(r.base) + static_cast<std::uint32_t>(off);
-  return make_wgmma_desc(addr, MnIsStoredCols ? L::panel_bytes : 16, 8 * L::row_bytes, L::swizzle);
+  return static_cast<std::uint64_t>(((col / L::panel) * L::panel_bytes + row * L::row_bytes + (col % L::panel) * e) >> 4);
 }
 
 template <class Ref>
@@ -58,13 +64,14 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const A& a, const B& b, 
   constexpr bool a_mn_major = A::transposed;   // stored (K, M)
   constexpr bool b_mn_major = !B::transposed;  // stored (K, N)
 
+  const std::uint64_t a0 = detail::base_desc<a_mn_major>(a), b0 = detail::base_desc<b_mn_major>(b);
   prim::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {
-    const std::uint64_t db = detail::operand_desc<b_mn_major>(b, 0, 16 * ks);
+    const std::uint64_t db = b0 + detail::desc_offset<b_mn_major, B>(0, 16 * ks);
 #pragma unroll
     for (int mb = 0; mb < M / 64; ++mb) {
-      const std::uint64_t da = detail::operand_desc<a_mn_major>(a, 64 * mb, 16 * ks);
+      const std::uint64_t da = a0 + detail::desc_offset<a_mn_major, A>(64 * mb, 16 * ks);
       prim::wgmma_ss<N, T, a_mn_major, b_mn_major>(acc.block(mb), N, da, db, (accumulate || ks > 0) ? 1 : 0);
     }
   }
@@ -81,10 +88,11 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const fragment<T, M, K>&
   static_assert(K % 16 == 0 && N % 8 == 0 && N <= 256, "tilepipe: wgmma: K multiple of 16, N multiple of 8 up to 256");
   constexpr bool b_mn_major = !B::transposed;
 
+  const std::uint64_t b0 = detail::base_desc<b_mn_major>(b);
   prim::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {
-    const std::uint64_t db = detail::operand_desc<b_mn_major>(b, 0, 16 * ks);
+    const std::uint64_t db = b0 + detail::desc_offset<b_mn_major, B>(0, 16 * ks);
 #pragma unroll
     for (int mb = 0; mb < M / 64; ++mb) {
 #if TP_DEVICE_PASS

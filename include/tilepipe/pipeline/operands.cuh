@@ -17,6 +17,9 @@ namespace tilepipe::pipeline_detail {
 
 TP_HD constexpr std::uint32_t round_up(std::uint32_t x, std::uint32_t a) { return (x + a - 1) / a * a; }
 
+/// The slot after s in a ring of n (a compare, not a signed modulo: it runs every step).
+TP_HD constexpr int next_slot(int s, int n) { return s + 1 == n ? 0 : s + 1; }
+
 /// Slots and release delay of an SMEM operand, from the spec, the pipeline options and,
 /// for static grids, the step count (no more slots than steps).
 template <class Spec, class Grid, int MCS, int DefaultDelay>
@@ -116,7 +119,7 @@ struct smem_operand {
     const block_index b = block_at(at);
     if (slot >= 0 && b == last) return;
     last = b;
-    slot = (slot + 1) % slots;
+    slot = next_slot(slot, slots);
     prim::mbarrier_wait(bar(slot), (parity >> slot) & 1u, {slot, s});
     parity ^= 1u << slot;
   }
@@ -128,7 +131,7 @@ struct smem_operand {
     const block_index b = block_at(fill_at);
     if (fill_slot < 0 || !(b == fill_last)) {
       fill_last = b;
-      fill_slot = (fill_slot + 1) % slots;
+      fill_slot = next_slot(fill_slot, slots);
       prim::mbarrier_arrive_expect_tx(bar(fill_slot), layout::bytes);
       issue_block_load<tile>(*gmem, b, slot_ptr(fill_slot), bar(fill_slot));
       if (prim::no_pipelining()) prim::mbarrier_wait(bar(fill_slot), (fill_parity >> fill_slot) & 1u, {fill_slot, fill_step});
@@ -149,7 +152,7 @@ struct smem_operand {
     const block_index b = block_at(at);
     if (slot >= 0 && b == last) return false;
     last = b;
-    slot = (slot + 1) % slots;
+    slot = next_slot(slot, slots);
     if (leader) {
       prim::bulk_wait_read<slots - 1>();
       prim::poison(slot_ptr(slot), layout::bytes);

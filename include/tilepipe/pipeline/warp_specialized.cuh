@@ -162,6 +162,7 @@ struct ws_input {
   unsigned char* smem = nullptr;
   std::uint64_t* ready = nullptr;
   std::uint64_t* consumed = nullptr;
+  prim::smem_barrier ready_at, consumed_at;  // the same barriers, for the compute loop
   // compute side
   int slot = -1;
   slot_bits ready_bits;
@@ -183,6 +184,8 @@ struct ws_input {
     auto* bars = reinterpret_cast<std::uint64_t*>(k.allocate(16 * slots, "warp-specialised input barriers"));
     ready = bars;
     consumed = bars + slots;
+    ready_at = prim::barrier_at(ready);
+    consumed_at = prim::barrier_at(consumed);
     if (!leader) return;
     for (int s = 0; s < slots; ++s) {
       prim::mbarrier_init(ready + s, 1);
@@ -200,7 +203,7 @@ struct ws_input {
     const block_index b = apply_index_map(spec.index_map, fill_at);
     if (first_of_call || !(b == fill_last)) {
       fill_last = b;
-      fill_slot = (fill_slot + 1) % slots;
+      fill_slot = next_slot(fill_slot, slots);
       if (consumed_bits.mark_used(fill_slot)) prim::mbarrier_wait(consumed + fill_slot, consumed_bits.flip(fill_slot));
       if (prim::leader()) {
         prim::mbarrier_arrive_expect_tx(ready + fill_slot, layout::bytes);  // the whole block lands here
@@ -228,8 +231,8 @@ struct ws_input {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == last)) {
       last = b;
-      slot = (slot + 1) % slots;
-      prim::mbarrier_wait(ready + slot, ready_bits.flip(slot));
+      slot = next_slot(slot, slots);
+      prim::mbarrier_wait(ready_at + slot, ready_bits.flip(slot));
     }
     (void)s;
     return {reinterpret_cast<T*>(slot_ptr(slot)), 0};
@@ -248,8 +251,8 @@ struct ws_input {
 
   /// The compute warps are done with slot s: in every CTA of the cluster for a multicast block.
   TP_HD void release(int s) const {
-    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(consumed + s, cluster);
-    else prim::mbarrier_arrive_per_warp(consumed + s);
+    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(consumed_at + s, cluster);
+    else prim::mbarrier_arrive_per_warp(consumed_at + s);
   }
 
   /// After the last step: releases the blocks of the last `delay` steps.
@@ -322,7 +325,7 @@ struct ws_output {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == last)) {
       last = b;
-      slot = (slot + 1) % slots;
+      slot = next_slot(slot, slots);
       if (free_bits.mark_used(slot)) prim::mbarrier_wait(free_ + slot, free_bits.flip(slot));
     }
     return {reinterpret_cast<T*>(slot_ptr(slot)), 0};
@@ -344,7 +347,7 @@ struct ws_output {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == store_last)) {
       store_last = b;
-      store_slot = (store_slot + 1) % slots;
+      store_slot = next_slot(store_slot, slots);
     }
     if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
     prim::mbarrier_wait(full + store_slot, full_bits.flip(store_slot));

@@ -21,13 +21,14 @@ TP_DEVICE TP_FORCEINLINE void cluster_sync() {
   cuda::ptx::barrier_cluster_wait();
 }
 
-/// One arrival on the mbarrier at the same SMEM offset as `bar` in the CTA of rank `rank`.
+/// One arrival on the mbarrier at the same SMEM offset as `bar` (a shared-window address)
+/// in the CTA of rank `rank`.
 /// Release at CTA scope, as CUTLASS's cluster barriers do: a cluster-scope release would
 /// also wait for this thread's wgmma groups still in flight, and so drain the tensor-core
 /// pipeline at every release (measured: half the throughput).
-TP_DEVICE TP_FORCEINLINE void mbarrier_arrive_remote(std::uint64_t* bar, int rank) {
+TP_DEVICE TP_FORCEINLINE void mbarrier_arrive_remote(std::uint32_t bar, int rank) {
   std::uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_address(bar)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 

@@ -40,6 +40,28 @@ TP_DEVICE TP_FORCEINLINE bool mbarrier_try_wait(std::uint64_t* bar, std::uint32_
   return ptx::mbarrier_try_wait_parity(ptx::sem_acquire, ptx::scope_cta, bar, parity);
 }
 
+// The same operations on a barrier given by its shared-window address: a pipeline computes
+// the addresses of its barriers once, instead of converting a generic pointer (a read of
+// the CTA's cluster id and an add) on every step of its loop.
+TP_DEVICE TP_FORCEINLINE bool mbarrier_try_wait(std::uint32_t bar, std::uint32_t parity) {
+  std::uint32_t done;
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+               : "=r"(done)
+               : "r"(bar), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+
+TP_DEVICE TP_FORCEINLINE void mbarrier_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+/// Keeps a value in a register: the compiler cannot recompute what it cannot see.
+TP_DEVICE TP_FORCEINLINE std::uint32_t opaque(std::uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
 /// bar.sync on a named barrier shared by `threads` threads (a multiple of 32).
 TP_DEVICE TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
