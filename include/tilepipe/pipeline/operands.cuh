@@ -69,6 +69,7 @@ struct smem_operand {
   const Gmem* gmem;
   unsigned char* smem = nullptr;
   std::uint64_t* bars = nullptr;
+  prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
 
   // Consumer cursor: the slot the current step reads, the ready-barrier parity of each
   // slot, the block index of the last step.
@@ -95,7 +96,10 @@ struct smem_operand {
     smem = k.allocate(smem_bytes, IsInput ? "pipeline input slots" : "pipeline output slots");
     for (int s = 0; s < slots; ++s)
       prim::name_smem(slot_ptr(s), layout::bytes, IsInput ? "pipeline input" : "pipeline output", operand, s);
-    if constexpr (IsInput) bars = reinterpret_cast<std::uint64_t*>(k.allocate(barrier_bytes, "pipeline barriers"));
+    if constexpr (IsInput) {
+      bars = reinterpret_cast<std::uint64_t*>(k.allocate(barrier_bytes, "pipeline barriers"));
+      bars_at = prim::barrier_at(bars);
+    }
   }
 
   /// leader: creates the ready barriers (one arrival: the leader's arrive.expect_tx).
@@ -120,7 +124,7 @@ struct smem_operand {
     if (slot >= 0 && b == last) return;
     last = b;
     slot = next_slot(slot, slots);
-    prim::mbarrier_wait(bar(slot), (parity >> slot) & 1u, {slot, s});
+    prim::mbarrier_wait(bars_at + slot, (parity >> slot) & 1u, {slot, s});
     parity ^= 1u << slot;
   }
 
