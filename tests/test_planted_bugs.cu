@@ -1,5 +1,5 @@
 // The planted-bug suite: small kernels that each carry one classic pipelining or barrier
-// protocol bug. The interpreter must report every one of them with a message naming the
+// protocol bug (one of them in a 2-CTA cluster with multicast). The interpreter must report every one of them with a message naming the
 // bug class, in every copy mode; the corrected twin of each must run clean and compute
 // the right result.
 #include "planted.hpp"
@@ -281,6 +281,76 @@ TEST(PlantedBugs, UnsynchronisedHandoffBetweenWarpgroups) {
 TEST(PlantedBugs, SynchronisedHandoffRunsClean) {
   TP_INTERPRETER_ONLY();
   for (copy_mode m : test::all_copy_modes) EXPECT_EQ(run_handoff<true>(test::interpreter(m)), "");
+}
+
+// ---- a block multicast to a 2-CTA cluster through one slot -----------------------------
+
+// Warpgroup 1 of each CTA loads half of x's block i and multicasts it into both CTAs' slot;
+// warpgroup 0 stores slot + 1 to its CTA's rows of y and releases the slot. The slot may be
+// refilled only when the consumers of *both* CTAs released it: the planted bug counts and
+// signals only the CTA's own consumer, so one CTA's multicast for the next block reaches
+// the peer's slot while the peer's previous load into it may not even have completed.
+template <bool CountsWholeCluster>
+struct cluster_slot_kernel {
+  static constexpr int num_threads = 2;
+  using tile_t = tp::tile<tp::block<32, 64>, tp::swizzle<0>, tp::box_rows<16>>;  // two boxes: one per CTA
+  using view = tp::smem<float, tile_t>;
+  int steps;
+
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile_t> x, tp::gmem<float, 2, tile_t> y, view slot,
+                        view out, tp::barriers<1> ready, tp::barriers<1, CountsWholeCluster ? 8 : 4> consumed) const {
+    k.cluster_sync();  // the barriers of both CTAs are initialised before any multicast
+    const int rank = k.cluster_rank();
+    if (k.thread_index() == 1) {
+      for (int i = 0; i < steps; ++i) {
+        if (i > 0) tp::barrier_wait(consumed[0], (i - 1) & 1);
+        if (tp::prim::leader()) {
+          tp::prim::mbarrier_arrive_expect_tx(ready[0].ptr, tp::block_bytes_v<tile_t, float>);
+          tp::issue_block_load_multicast<tile_t>(x, tp::idx(i, 0), slot.base, ready[0].ptr, rank, 2);
+        }
+      }
+    } else {
+      for (int i = 0; i < steps; ++i) {
+        tp::barrier_wait(ready[0], i & 1);
+        tp::wait_smem_to_gmem<0, true>();  // out is free again
+        tp::map([](float v) { return v + 1.0f; }, out, slot);
+        if constexpr (CountsWholeCluster) tp::prim::mbarrier_arrive_per_warp_cluster(tp::prim::barrier_at(consumed[0].ptr), 2);
+        else tp::prim::mbarrier_arrive_per_warp(consumed[0].ptr);
+        tp::commit_smem();
+        tp::copy_smem_to_gmem(out, y, tp::idx(rank * steps + i, 0));
+      }
+      tp::wait_smem_to_gmem<0>();
+    }
+    k.cluster_sync();  // no CTA exits while its peer still arrives on its barriers
+  }
+};
+
+template <bool CountsWholeCluster>
+std::string run_cluster_slot(const tp::device& dev, int steps = 5) {
+  const auto hx = test::random_values<float>(static_cast<std::size_t>(32 * 64 * steps));
+  auto x = tp::tensor<float, 2>::from_host(dev, {32LL * steps, 64}, hx);
+  return test::error_of([&] {
+    const tp::launch_config cfg{.grid = {2}, .cluster = 2};
+    auto y = tp::kernel(cluster_slot_kernel<CountsWholeCluster>{steps}, cfg, tp::out_type<float>(64LL * steps, 64))(dev, x);
+    const auto hy = y.to_host();
+    for (std::size_t i = 0; i < hy.size(); ++i)
+      if (hy[i] != hx[i % hx.size()] + 1.0f) throw tp::error("wrong result at " + std::to_string(i));
+  });
+}
+
+TEST(PlantedBugs, MulticastSlotReleasedByOneCtaOnly) {
+  TP_INTERPRETER_ONLY();
+  for (copy_mode m : test::all_copy_modes) {
+    const std::string err = run_cluster_slot<false>(test::interpreter(m));
+    EXPECT_NE(err.find("race [overlapping TMA loads]"), std::string::npos) << test::mode_name(m) << ":\n" << err;
+    EXPECT_NE(err.find("CTA (0..1)"), std::string::npos) << err;
+  }
+}
+
+TEST(PlantedBugs, MulticastSlotReleasedByTheWholeClusterRunsClean) {
+  TP_INTERPRETER_ONLY();
+  for (copy_mode m : test::all_copy_modes)
+    for (int steps : {1, 2, 5}) EXPECT_EQ(run_cluster_slot<true>(test::interpreter(m), steps), "") << test::mode_name(m);
 }
 
 // ---- detection can be turned off -------------------------------------------------------
