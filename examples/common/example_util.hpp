@@ -48,6 +48,25 @@ struct rel_error {
   double value() const { return nan ? NAN : std::sqrt(num / (den > 0 ? den : 1)); }
 };
 
+/// Relative error of C = post(A * B, column) against a float64 reference: every entry for
+/// small problems, 4096 random entries otherwise. A is M x K row-major; B is K x N
+/// row-major (b_row) or N x K (column-major B).
+template <class T, class Post>
+double matmul_error(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c, long long M, long long N,
+                    long long K, bool b_row, Post post) {
+  rel_error err;
+  std::mt19937_64 rng(7);
+  const bool all = M * N <= 1 << 16;
+  for (long long s = 0; s < (all ? M * N : 4096); ++s) {
+    const long long i = all ? s / N : static_cast<long long>(rng() % M), j = all ? s % N : static_cast<long long>(rng() % N);
+    double ref = 0;
+    for (long long kk = 0; kk < K; ++kk)
+      ref += double(tilepipe::to_float(a[i * K + kk])) * tilepipe::to_float(b[b_row ? kk * N + j : j * K + kk]);
+    err.add(tilepipe::to_float(c[i * N + j]), post(ref, j));
+  }
+  return err.value();
+}
+
 inline int report(const char* what, double err, double tol) {
   const bool ok = err <= tol;  // false for NaN
   std::printf("check: %s relative error %.3e (tolerance %.0e): %s\n", what, err, tol, ok ? "PASS" : "FAIL");

@@ -17,24 +17,14 @@ int run(const tp::device& dev, long long M, long long N, long long K) {
   auto c = tp::kernel(kern, kern.config(), tp::out_type<T>(M, N))(dev, a, b);  // allocates C
   const auto hc = c.to_host();
 
-  // float64 reference on every entry for small problems, on 4096 random entries otherwise.
-  example::rel_error err;
-  std::mt19937_64 rng(7);
-  const bool all = M * N <= 1 << 16;
-  for (long long s = 0; s < (all ? M * N : 4096); ++s) {
-    const long long i = all ? s / N : static_cast<long long>(rng() % M), j = all ? s % N : static_cast<long long>(rng() % N);
-    double ref = 0;
-    for (long long kk = 0; kk < K; ++kk)
-      ref += double(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[b_row ? kk * N + j : j * K + kk]);
-    err.add(tp::to_float(hc[i * N + j]), ref);
-  }
+  const double err = example::matmul_error(ha, hb, hc, M, N, K, b_row, [](double ref, long long) { return ref; });
 
   const auto launch = tp::kernel(kern, kern.config());  // writes into C in place
   const auto t = tp::time_runs(dev, [&] { launch(dev, a, b, c); }, dev.is_gpu() ? 5 : 0, dev.is_gpu() ? 20 : 1);
   std::printf("matmul %s, B %s, %lld x %lld x %lld on %s: %.3f ms, %.1f TFLOP/s\n", tp::dtype_traits<T>::name,
               b_row ? "row-major" : "column-major", M, N, K, dev.name().c_str(), t.median_ms,
               2.0 * M * N * K / (t.median_ms * 1e-3) / 1e12);
-  return example::report("C", err.value(), 1e-2);
+  return example::report("C", err, 1e-2);
 }
 
 int main(int argc, char** argv) {

@@ -18,17 +18,9 @@ int run(const tp::device& dev, long long M, long long N, long long K, Epi epi, c
   auto c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(dev, a, b);
   const auto hc = c.to_host();
 
-  example::rel_error err;
-  std::mt19937_64 rng(7);
-  const bool all = M * N <= 1 << 16;
-  for (long long s = 0; s < (all ? M * N : 4096); ++s) {
-    const long long i = all ? s / N : static_cast<long long>(rng() % M), j = all ? s % N : static_cast<long long>(rng() % N);
-    double ref = 0;
-    for (long long kk = 0; kk < K; ++kk)
-      ref += double(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[b_row ? kk * N + j : j * K + kk]);
-    if (!hbias.empty()) ref = std::max(ref + tp::to_float(hbias[j]), 0.0);
-    err.add(tp::to_float(hc[i * N + j]), ref);
-  }
+  const double err = example::matmul_error(ha, hb, hc, M, N, K, b_row, [&](double ref, long long j) {
+    return hbias.empty() ? ref : std::max(ref + tp::to_float(hbias[j]), 0.0);
+  });
 
   const auto launch = tp::kernel(kern, kern.config(sms));
   const auto t = tp::time_runs(dev, [&] { launch(dev, a, b, c); }, dev.is_gpu() ? 5 : 0, dev.is_gpu() ? 20 : 1);
@@ -36,7 +28,7 @@ int run(const tp::device& dev, long long M, long long N, long long K, Epi epi, c
               b_row ? "row-major" : "column-major", hbias.empty() ? "" : ", bias + ReLU",
               Cluster > 1 ? ", clusters of 2 (B multicast)" : "", M, N, K, dev.name().c_str(),
               t.median_ms, 2.0 * M * N * K / (t.median_ms * 1e-3) / 1e12);
-  return example::report("C", err.value(), 1e-2);
+  return example::report("C", err, 1e-2);
 }
 
 template <class T>

@@ -176,13 +176,11 @@ inline std::uint64_t* interpret_barrier(smem_barrier b) {
 }  // namespace detail
 #endif
 
-TP_HD TP_FORCEINLINE std::uint32_t smem_address(const void* p);
-
 TP_HD TP_FORCEINLINE smem_barrier barrier_at(std::uint64_t* bar) {
 #if TP_DEVICE_PASS
   return {sm90::opaque(sm90::smem_address(bar))};
 #else
-  return {smem_address(bar)};
+  return {interpret::cta().local_address(interpret::current().wg, bar)};
 #endif
 }
 

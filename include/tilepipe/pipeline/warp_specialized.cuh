@@ -131,6 +131,27 @@ struct slot_bits {
   }
 };
 
+/// The two barrier rings of an operand, `slots` barriers each, in one allocation that every
+/// warpgroup makes; the leader then initialises them with their counts and names.
+struct barrier_rings {
+  std::uint64_t* first;
+  std::uint64_t* second;
+  int slots;
+
+  TP_HD static barrier_rings allocate(kernel_context& k, int slots, const char* what) {
+    auto* bars = reinterpret_cast<std::uint64_t*>(k.allocate(16 * slots, what));
+    return {bars, bars + slots, slots};
+  }
+  TP_HD void init(int operand, std::uint32_t count0, const char* name0, std::uint32_t count1, const char* name1) const {
+    for (int s = 0; s < slots; ++s) {
+      prim::mbarrier_init(first + s, count0);
+      prim::mbarrier_init(second + s, count1);
+      prim::mbarrier_name(first + s, name0, operand, s);
+      prim::mbarrier_name(second + s, name1, operand, s);
+    }
+  }
+};
+
 /// State of one input across a chain of pipelines (lives in every warpgroup).
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, int NumCompute, bool Manual>
 struct ws_input {
@@ -181,18 +202,12 @@ struct ws_input {
 
   TP_HD void allocate(kernel_context& k, bool leader, int operand) {
     smem = k.allocate(slots * slot_bytes, "warp-specialised input slots");
-    auto* bars = reinterpret_cast<std::uint64_t*>(k.allocate(16 * slots, "warp-specialised input barriers"));
-    ready = bars;
-    consumed = bars + slots;
+    const auto rings = barrier_rings::allocate(k, slots, "warp-specialised input barriers");
+    ready = rings.first;
+    consumed = rings.second;
     ready_at = prim::barrier_at(ready);
     consumed_at = prim::barrier_at(consumed);
-    if (!leader) return;
-    for (int s = 0; s < slots; ++s) {
-      prim::mbarrier_init(ready + s, 1);
-      prim::mbarrier_init(consumed + s, arrivals);
-      prim::mbarrier_name(ready + s, "ready", operand, s);
-      prim::mbarrier_name(consumed + s, "consumed", operand, s);
-    }
+    if (leader) rings.init(operand, 1, "ready", arrivals, "consumed");
   }
 
   // ---- memory warpgroup ----
@@ -307,16 +322,10 @@ struct ws_output {
 
   TP_HD void allocate(kernel_context& k, bool leader, int operand) {
     smem = k.allocate(slots * slot_bytes, "warp-specialised output slots");
-    auto* bars = reinterpret_cast<std::uint64_t*>(k.allocate(16 * slots, "warp-specialised output barriers"));
-    full = bars;
-    free_ = bars + slots;
-    if (!leader) return;
-    for (int s = 0; s < slots; ++s) {
-      prim::mbarrier_init(full + s, arrivals);
-      prim::mbarrier_init(free_ + s, 1);
-      prim::mbarrier_name(full + s, "output full", operand, s);
-      prim::mbarrier_name(free_ + s, "output free", operand, s);
-    }
+    const auto rings = barrier_rings::allocate(k, slots, "warp-specialised output barriers");
+    full = rings.first;
+    free_ = rings.second;
+    if (leader) rings.init(operand, arrivals, "output full", 1, "output free");
   }
 
   // ---- compute warpgroups ----
