@@ -25,15 +25,8 @@ void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, cons
 }
 
 int main(int argc, char** argv) {
-  const auto dev = tp::device::open(tp::backend::gpu);
-  cublasLtHandle_t h;
-  cublasLtCreate(&h);
-  bench::json js;
-  js.add("device", dev.name());
-  run_layout<tp::bf16, b_layout::row_major>(dev, h, js, "bf16");
-  run_layout<tp::bf16, b_layout::col_major>(dev, h, js, "bf16");
-  run_layout<tp::f16, b_layout::row_major>(dev, h, js, "f16");
-  run_layout<tp::f16, b_layout::col_major>(dev, h, js, "f16");
-  cublasLtDestroy(h);
-  js.write(argc, argv);
+  return bench::matmul_main(argc, argv, [](const tp::device& dev, cublasLtHandle_t h, bench::json& js, auto t, auto col_b,
+                                           const char* name) {
+    run_layout<decltype(t), decltype(col_b)::value ? b_layout::col_major : b_layout::row_major>(dev, h, js, name);
+  });
 }

@@ -1,19 +1,23 @@
 // The persistent warp-specialised matmul (examples/matmul_ws) against cuBLASLt: same run,
 // same inputs and B layout, timed in alternating batches. Prints a table, writes JSON.
-//   bench_matmul_ws [out.json]      (TP_BENCH_ONLY=text: only the cases whose name contains it)
+//   bench_matmul_ws [out.json]      (TP_BENCH_ONLY=text: only the cases whose name contains it;
+//                                     TP_BENCH_IDLE=s: let the GPU idle s seconds before each case)
 #include "../examples/matmul_ws/matmul_ws_kernel.cuh"
 #include "cublas_peer.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 template <class Kernel, class T>
 void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>& peer, int group, tile_order order,
              bench::json& js, const std::string& key, const char* cfg) {
   if (const char* only = std::getenv("TP_BENCH_ONLY"); only && (key + " " + cfg).find(only) == std::string::npos) return;
+  if (const char* idle = std::getenv("TP_BENCH_IDLE")) std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(idle)));
   const auto kern = Kernel::make(p.M, p.N, p.K, group, order);
-  const auto launch = tp::kernel(kern, kern.config(dev.multiprocessors()));
-  TP_REQUIRE(launch.resident_ctas(dev) >= kern.config(dev.multiprocessors()).grid[0],
-             "%s: the persistent grid does not fit on the GPU at once", cfg);
+  const tp::launch_config config = kern.config(dev.multiprocessors());
+  const auto launch = tp::kernel(kern, config);
+  TP_REQUIRE(launch.resident_ctas(dev) >= config.grid[0], "%s: the persistent grid does not fit on the GPU at once", cfg);
   bench::compare(p, peer, [&](int s) { launch(dev, p.a[s], p.b[s], p.c); }, js, key, cfg);
 }
 
@@ -34,15 +38,8 @@ void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, cons
 }
 
 int main(int argc, char** argv) {
-  const auto dev = tp::device::open(tp::backend::gpu);
-  cublasLtHandle_t h;
-  cublasLtCreate(&h);
-  bench::json js;
-  js.add("device", dev.name());
-  run_layout<tp::bf16, b_layout::col_major>(dev, h, js, "bf16");
-  run_layout<tp::bf16, b_layout::row_major>(dev, h, js, "bf16");
-  run_layout<tp::f16, b_layout::col_major>(dev, h, js, "f16");
-  run_layout<tp::f16, b_layout::row_major>(dev, h, js, "f16");
-  cublasLtDestroy(h);
-  js.write(argc, argv);
+  return bench::matmul_main(argc, argv, [](const tp::device& dev, cublasLtHandle_t h, bench::json& js, auto t, auto col_b,
+                                           const char* name) {
+    run_layout<decltype(t), decltype(col_b)::value ? b_layout::col_major : b_layout::row_major>(dev, h, js, name);
+  });
 }

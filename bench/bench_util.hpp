@@ -26,30 +26,52 @@ tp::tensor<T, R> random_tensor(const tp::device& dev, std::array<long long, R> s
   return tp::tensor<T, R>::from_host(dev, shape, h);
 }
 
-/// Median milliseconds per call of fn(i), i cycling through the input sets. Calls are
-/// timed in batches of `batch` between two events, so the host's launch work overlaps the
-/// GPU's and is not counted; the median is over `runs` batches.
+/// Times batches of calls between two CUDA events, so the host's launch work overlaps the
+/// GPU's and is not counted.
+class batch_timer {
+ public:
+  batch_timer() {
+    TP_CUDA_CHECK(cudaEventCreate(&start_));
+    TP_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~batch_timer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  batch_timer(const batch_timer&) = delete;
+  batch_timer& operator=(const batch_timer&) = delete;
+
+  /// Milliseconds per call of fn(s) over calls first .. first + batch - 1, s = call % sets.
+  template <class F>
+  float per_call(F&& fn, int first, int batch, int sets) {
+    TP_CUDA_CHECK(cudaEventRecord(start_));
+    for (int j = 0; j < batch; ++j) fn((first + j) % sets);
+    TP_CUDA_CHECK(cudaEventRecord(stop_));
+    TP_CUDA_CHECK(cudaEventSynchronize(stop_));
+    float t;
+    TP_CUDA_CHECK(cudaEventElapsedTime(&t, start_, stop_));
+    return t / batch;
+  }
+
+ private:
+  cudaEvent_t start_, stop_;
+};
+
+inline double median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Median milliseconds per call of fn(i), i cycling through the input sets, over `runs`
+/// batches of `batch` calls.
 template <class F>
 double median_ms(F&& fn, int sets, int warmup = 5, int runs = 15, int batch = 10) {
-  cudaEvent_t a, b;
-  TP_CUDA_CHECK(cudaEventCreate(&a));
-  TP_CUDA_CHECK(cudaEventCreate(&b));
   for (int i = 0; i < warmup; ++i) fn(i % sets);
   TP_CUDA_CHECK(cudaDeviceSynchronize());
+  batch_timer timer;
   std::vector<float> ms;
-  for (int i = 0; i < runs; ++i) {
-    TP_CUDA_CHECK(cudaEventRecord(a));
-    for (int j = 0; j < batch; ++j) fn((i * batch + j) % sets);
-    TP_CUDA_CHECK(cudaEventRecord(b));
-    TP_CUDA_CHECK(cudaEventSynchronize(b));
-    float t;
-    TP_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t / batch);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  for (int r = 0; r < runs; ++r) ms.push_back(timer.per_call(fn, r * batch, batch, sets));
+  return median(ms);
 }
 
 /// Times a peer and ours in alternating batches (peer, ours, ours, peer, ...) so that both
@@ -57,30 +79,17 @@ double median_ms(F&& fn, int sets, int warmup = 5, int runs = 15, int batch = 10
 /// returns the median milliseconds per call of each.
 template <class P, class O>
 std::pair<double, double> paired_ms(P&& peer, O&& ours, int sets, int rounds = 20, int batch = 8) {
-  cudaEvent_t a, b;
-  TP_CUDA_CHECK(cudaEventCreate(&a));
-  TP_CUDA_CHECK(cudaEventCreate(&b));
   for (int i = 0; i < 3; ++i) peer(i % sets), ours(i % sets);
   TP_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> tp_, to_;
-  auto time = [&](auto& fn, int r) {
-    TP_CUDA_CHECK(cudaEventRecord(a));
-    for (int j = 0; j < batch; ++j) fn((r * batch + j) % sets);
-    TP_CUDA_CHECK(cudaEventRecord(b));
-    TP_CUDA_CHECK(cudaEventSynchronize(b));
-    float t;
-    TP_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    return t / batch;
-  };
+  batch_timer timer;
+  std::vector<float> peer_ms, our_ms;
   for (int r = 0; r < rounds; ++r) {
-    if (r % 2 == 0) tp_.push_back(time(peer, r)), to_.push_back(time(ours, r));
-    else to_.push_back(time(ours, r)), tp_.push_back(time(peer, r));
+    auto time_peer = [&] { peer_ms.push_back(timer.per_call(peer, r * batch, batch, sets)); };
+    auto time_ours = [&] { our_ms.push_back(timer.per_call(ours, r * batch, batch, sets)); };
+    if (r % 2 == 0) time_peer(), time_ours();
+    else time_ours(), time_peer();
   }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(tp_.begin(), tp_.end());
-  std::sort(to_.begin(), to_.end());
-  return {tp_[tp_.size() / 2], to_[to_.size() / 2]};
+  return {median(peer_ms), median(our_ms)};
 }
 
 /// Collects "key": value pairs and prints them as one JSON object.

@@ -90,4 +90,24 @@ void compare(problem<T>& p, cublas_peer<T>& peer, Ours&& ours, json& js, const s
               peer_ms / our_ms);
 }
 
+/// The main() of the matmul benchmarks: opens the GPU and cuBLASLt, calls
+/// cases(dev, handle, json, T{}, col_b, name) for bf16 and f16 with B row-major
+/// (col_b = std::false_type) and column-major (std::true_type), and writes the JSON to
+/// argv[1] when given.
+template <class Cases>
+int matmul_main(int argc, char** argv, Cases&& cases) {
+  const auto dev = tp::device::open(tp::backend::gpu);
+  cublasLtHandle_t h;
+  cublasLtCreate(&h);
+  json js;
+  js.add("device", dev.name());
+  cases(dev, h, js, tp::bf16{}, std::false_type{}, "bf16");
+  cases(dev, h, js, tp::bf16{}, std::true_type{}, "bf16");
+  cases(dev, h, js, tp::f16{}, std::false_type{}, "f16");
+  cases(dev, h, js, tp::f16{}, std::true_type{}, "f16");
+  cublasLtDestroy(h);
+  js.write(argc, argv);
+  return 0;
+}
+
 }  // namespace bench

@@ -20,6 +20,7 @@
 #if TP_DEVICE_PASS
 #include "sm90/cluster.cuh"
 #include "sm90/debug_hangs.cuh"
+#include "sm90/stmatrix.cuh"
 #include "sm90/sync.cuh"
 #include "sm90/tma.cuh"
 #include "sm90/wgmma.cuh"
@@ -393,6 +394,15 @@ TP_HD TP_FORCEINLINE std::uint32_t smem_address(const void* p) {
   return interpret::cta().local_address(interpret::current().wg, p);
 #endif
 }
+
+#if TP_DEVICE_PASS
+/// All threads of a warp: four 8 x 8 16-bit matrices from registers to SMEM (stmatrix.x4).
+/// GPU only: the interpreter's fragments are row-major and ops store them element-wise.
+TP_DEVICE TP_FORCEINLINE void stmatrix_x4(std::uint32_t row_address, std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                          std::uint32_t r3) {
+  sm90::stmatrix_x4(row_address, r0, r1, r2, r3);
+}
+#endif
 
 TP_HD TP_FORCEINLINE void wgmma_fence() {
 #if TP_DEVICE_PASS

@@ -285,33 +285,45 @@ class kernel_launcher {
     for (int g : cfg_.grid) grid *= g;
     if (!dev.is_gpu()) return grid;
 #if TP_HAS_CUDA_COMPILER
-    const std::size_t smem = cfg_.smem_bytes ? cfg_.smem_bytes : smem_capacity;
-    auto entry = launch_detail::gpu_entry<K, kp_type>;
-    TP_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const int threads = launch_detail::threads_of<K>() * warpgroup_size;
-    if (cfg_.cluster == 1) {
-      int per_sm = 0;
-      TP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, entry, threads, smem));
-      return per_sm * dev.multiprocessors();
-    }
-    cudaLaunchConfig_t lc{};
-    lc.gridDim = dim3(cfg_.cluster);
-    lc.blockDim = dim3(threads);
-    lc.dynamicSmemBytes = smem;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
-    lc.attrs = &cluster;
-    lc.numAttrs = 1;
-    int clusters = 0;
-    TP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, entry, &lc));
-    return clusters * cfg_.cluster;
+    if (cfg_.cluster == 1)
+      return with_gpu_launch(dim3(1), [&](auto entry, const cudaLaunchConfig_t& lc) {
+        int per_sm = 0;
+        TP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, entry, lc.blockDim.x, lc.dynamicSmemBytes));
+        return per_sm * dev.multiprocessors();
+      });
+    return with_gpu_launch(dim3(cfg_.cluster), [&](auto entry, const cudaLaunchConfig_t& lc) {
+      int clusters = 0;
+      TP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, entry, &lc));
+      return clusters * cfg_.cluster;
+    });
 #else
     return grid;
 #endif
   }
 
  private:
+  std::size_t smem_bytes() const { return cfg_.smem_bytes ? cfg_.smem_bytes : smem_capacity; }
+
+#if TP_HAS_CUDA_COMPILER
+  /// Calls f(entry, config): the GPU entry point, allowed this launch's dynamic shared
+  /// memory, and a launch configuration for `grid` with the cluster attribute.
+  template <class F>
+  auto with_gpu_launch(dim3 grid, F&& f) const {
+    auto entry = launch_detail::gpu_entry<K, kp_type>;
+    TP_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes())));
+    cudaLaunchConfig_t lc{};
+    lc.gridDim = grid;
+    lc.blockDim = dim3(launch_detail::threads_of<K>() * warpgroup_size);
+    lc.dynamicSmemBytes = smem_bytes();
+    lc.stream = static_cast<cudaStream_t>(cfg_.stream);
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
+    if (cfg_.cluster > 1) lc.attrs = &cluster, lc.numAttrs = 1;
+    return f(entry, static_cast<const cudaLaunchConfig_t&>(lc));
+  }
+#endif
+
   template <class T, int R>
   static tensor<T, R> make_output(const device& dev, const out_type_t<T, R>& o) {
     tensor<T, R> t(dev, o.shape);
@@ -326,7 +338,7 @@ class kernel_launcher {
     p->kernel = k_;
     fill_grid(p->grid);
     fill_params(*p, gpu, cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{}, args...);
-    const std::size_t smem = cfg_.smem_bytes ? cfg_.smem_bytes : smem_capacity;
+    const std::size_t smem = smem_bytes();
     if (smem > smem_capacity)
       detail::throw_formatted("launch asks for %zu bytes of shared memory per CTA; sm_90 allows %zu", smem, smem_capacity);
     if (kp_type::static_scratch != 0 && kp_type::static_scratch > smem)
@@ -337,18 +349,8 @@ class kernel_launcher {
       return;
     }
 #if TP_HAS_CUDA_COMPILER
-    auto entry = launch_detail::gpu_entry<K, kp_type>;
-    TP_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    cudaLaunchConfig_t lc{};
-    lc.gridDim = dim3(p->grid.extent[0], p->grid.extent[1], p->grid.extent[2]);
-    lc.blockDim = dim3(launch_detail::threads_of<K>() * warpgroup_size);
-    lc.dynamicSmemBytes = smem;
-    lc.stream = static_cast<cudaStream_t>(cfg_.stream);
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
-    if (cfg_.cluster > 1) lc.attrs = &cluster, lc.numAttrs = 1;
-    TP_CUDA_CHECK(cudaLaunchKernelEx(&lc, entry, *p));
+    with_gpu_launch(dim3(p->grid.extent[0], p->grid.extent[1], p->grid.extent[2]),
+                    [&](auto entry, const cudaLaunchConfig_t& lc) { TP_CUDA_CHECK(cudaLaunchKernelEx(&lc, entry, *p)); });
 #if defined(TILEPIPE_DEBUG_HANGS)
     // Debug mode: name the kernel whose barrier wait timed out (the device printed where).
     if (const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(cfg_.stream)); e != cudaSuccess)
