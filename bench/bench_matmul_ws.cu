@@ -5,15 +5,23 @@
 #include "../examples/matmul_ws/matmul_ws_kernel.cuh"
 #include "cublas_peer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 
+/// Whether TP_BENCH_ONLY (if set) selects the case "key cfg".
+bool selected(const std::string& key, const char* cfg) {
+  const char* only = std::getenv("TP_BENCH_ONLY");
+  return !only || (key + " " + cfg).find(only) != std::string::npos;
+}
+
 template <class Kernel, class T>
 void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>& peer, int group, tile_order order,
              bench::json& js, const std::string& key, const char* cfg) {
-  if (const char* only = std::getenv("TP_BENCH_ONLY"); only && (key + " " + cfg).find(only) == std::string::npos) return;
-  if (const char* idle = std::getenv("TP_BENCH_IDLE")) std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(idle)));
+  if (!selected(key, cfg)) return;
+  if (const char* idle = std::getenv("TP_BENCH_IDLE"))  // a cool GPU runs at its highest clocks
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(idle)));
   const auto kern = Kernel::make(p.M, p.N, p.K, group, order);
   const tp::launch_config config = kern.config(dev.multiprocessors());
   const auto launch = tp::kernel(kern, config);
@@ -24,16 +32,18 @@ void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>&
 template <class T, b_layout BL>
 void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
   const long long shapes[][3] = {{2048, 2048, 2048}, {4096, 4096, 4096}, {4096, 8192, 4096}, {8192, 8192, 8192}};
+  const char* configs[] = {"ws_128x256_s4_g8", "ws_128x256_s4_snake8", "ws_128x256_s4_c2_g8"};
   for (const auto& sh : shapes) {
-    bench::problem<T> p(dev, sh[0], sh[1], sh[2], BL == b_layout::col_major);
-    bench::cublas_peer<T> peer(h, p);
     const std::string key = std::string(name) + (BL == b_layout::row_major ? "_rowB_" : "_colB_") + std::to_string(sh[0]) +
                             "x" + std::to_string(sh[1]) + "x" + std::to_string(sh[2]);
+    if (std::none_of(std::begin(configs), std::end(configs), [&](const char* cfg) { return selected(key, cfg); })) continue;
+    bench::problem<T> p(dev, sh[0], sh[1], sh[2], BL == b_layout::col_major);
+    bench::cublas_peer<T> peer(h, p);
     using k128x256s4 = matmul_ws_kernel<T, T, 128, 256, 4, BL>;
     using k128x256s4c2 = matmul_ws_kernel<T, T, 128, 256, 4, BL, no_epilogue, 64, 2>;
-    compare<k128x256s4>(dev, p, peer, 8, tile_order::grouped, js, key, "ws_128x256_s4_g8");
-    compare<k128x256s4>(dev, p, peer, 8, tile_order::snake, js, key, "ws_128x256_s4_snake8");
-    compare<k128x256s4c2>(dev, p, peer, 8, tile_order::grouped, js, key, "ws_128x256_s4_c2_g8");
+    compare<k128x256s4>(dev, p, peer, 8, tile_order::grouped, js, key, configs[0]);
+    compare<k128x256s4>(dev, p, peer, 8, tile_order::snake, js, key, configs[1]);
+    compare<k128x256s4c2>(dev, p, peer, 8, tile_order::grouped, js, key, configs[2]);
   }
 }
 
