@@ -1,7 +1,8 @@
 // The persistent warp-specialised matmul (examples/matmul_ws) against cuBLASLt: same run,
 // same inputs and B layout, timed in alternating batches. Prints a table, writes JSON.
 //   bench_matmul_ws [out.json]      (TP_BENCH_ONLY=text: only the cases whose name contains it;
-//                                     TP_BENCH_IDLE=s: let the GPU idle s seconds before each case)
+//                                     TP_BENCH_IDLE=s: let the GPU idle s seconds before each case;
+//                                     TP_BENCH_HOST=1: also print each side's host time per call)
 #include "../examples/matmul_ws/matmul_ws_kernel.cuh"
 #include "cublas_peer.hpp"
 

@@ -5,6 +5,7 @@
 #include <tilepipe/tilepipe.cuh>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -56,6 +57,17 @@ class batch_timer {
  private:
   cudaEvent_t start_, stop_;
 };
+
+/// Host microseconds per call of fn(s): the CPU's cost of enqueueing one launch.
+template <class F>
+double host_us_per_call(F&& fn, int sets, int calls = 20) {
+  TP_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) fn(i % sets);
+  const auto t1 = std::chrono::steady_clock::now();
+  TP_CUDA_CHECK(cudaDeviceSynchronize());
+  return std::chrono::duration<double, std::micro>(t1 - t0).count() / calls;
+}
 
 inline double median(std::vector<float> v) {
   std::sort(v.begin(), v.end());

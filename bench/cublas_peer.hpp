@@ -6,6 +6,8 @@
 
 #include <cublasLt.h>
 
+#include <cstdlib>
+
 namespace bench {
 
 template <class T>
@@ -80,7 +82,8 @@ class cublas_peer {
 };
 
 /// Times `ours` (a function of the input set) against cuBLASLt on problem p, records both in
-/// the JSON under key_cfg and prints one table row.
+/// the JSON under key_cfg and prints one table row; with TP_BENCH_HOST set, also each side's
+/// host time per call (the CPU's cost of a launch).
 template <class T, class Ours>
 void compare(problem<T>& p, cublas_peer<T>& peer, Ours&& ours, json& js, const std::string& key, const char* cfg) {
   const auto [peer_ms, our_ms] = paired_ms(peer, ours, static_cast<int>(p.a.size()));
@@ -88,6 +91,9 @@ void compare(problem<T>& p, cublas_peer<T>& peer, Ours&& ours, json& js, const s
   js.add(key + "_" + cfg + "_TFLOPs", p.tflops(our_ms));
   std::printf("%-32s %-22s %6.1f TFLOP/s  cuBLAS %6.1f  %.3fx\n", key.c_str(), cfg, p.tflops(our_ms), p.tflops(peer_ms),
               peer_ms / our_ms);
+  if (std::getenv("TP_BENCH_HOST"))
+    std::printf("    host us per call: ours %.1f, cuBLAS %.1f\n", host_us_per_call(ours, static_cast<int>(p.a.size())),
+                host_us_per_call(peer, static_cast<int>(p.a.size())));
 }
 
 /// The main() of the matmul benchmarks: opens the GPU and cuBLASLt, calls
