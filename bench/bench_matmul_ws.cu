@@ -2,14 +2,17 @@
 // same inputs and B layout, timed in alternating batches. Prints a table, writes JSON.
 //   bench_matmul_ws [out.json]      (TP_BENCH_ONLY=text: only the cases whose name contains it;
 //                                     TP_BENCH_IDLE=s: let the GPU idle s seconds before each case;
-//                                     TP_BENCH_HOST=1: also print each side's host time per call)
+//                                     TP_BENCH_HOST=1: also print each side's host time per call;
+//                                     TP_BENCH_SHAPES=MxNxK,...: other problems)
 #include "../examples/matmul_ws/matmul_ws_kernel.cuh"
 #include "cublas_peer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 /// Whether TP_BENCH_ONLY (if set) selects the case "key cfg".
 bool selected(const std::string& key, const char* cfg) {
@@ -30,11 +33,26 @@ void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>&
   bench::compare(p, peer, [&](int s) { launch(dev, p.a[s], p.b[s], p.c); }, js, key, cfg);
 }
 
+/// The problems (M, N, K): TP_BENCH_SHAPES="MxNxK,MxNxK,..." or the four of the issue.
+std::vector<std::array<long long, 3>> shapes() {
+  const char* list = std::getenv("TP_BENCH_SHAPES");
+  if (!list) return {{2048, 2048, 2048}, {4096, 4096, 4096}, {4096, 8192, 4096}, {8192, 8192, 8192}};
+  std::vector<std::array<long long, 3>> r;
+  for (const char* c = list; *c;) {
+    std::array<long long, 3> sh{};
+    char* end = nullptr;
+    for (int i = 0; i < 3; ++i, c = end + (*end == 'x')) sh[i] = std::strtoll(c, &end, 10);
+    TP_REQUIRE(sh[0] > 0 && sh[1] > 0 && sh[2] > 0, "TP_BENCH_SHAPES: '%s' is not a list of MxNxK", list);
+    r.push_back(sh);
+    c = end + (*end == ',');
+  }
+  return r;
+}
+
 template <class T, b_layout BL>
 void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
-  const long long shapes[][3] = {{2048, 2048, 2048}, {4096, 4096, 4096}, {4096, 8192, 4096}, {8192, 8192, 8192}};
   const char* configs[] = {"ws_128x256_s4_g8", "ws_128x256_s4_snake8", "ws_128x256_s4_c2_g8"};
-  for (const auto& sh : shapes) {
+  for (const auto& sh : shapes()) {
     const std::string key = std::string(name) + (BL == b_layout::row_major ? "_rowB_" : "_colB_") + std::to_string(sh[0]) +
                             "x" + std::to_string(sh[1]) + "x" + std::to_string(sh[2]);
     if (std::none_of(std::begin(configs), std::end(configs), [&](const char* cfg) { return selected(key, cfg); })) continue;
