@@ -62,7 +62,7 @@ inline constexpr multicast_t<C> multicast{};
 
 namespace detail {
 template <class T>
-inline constexpr int multicast_of = 0;
+inline constexpr int multicast_of = 1;  // no multicast: a cluster of one
 template <int C>
 inline constexpr int multicast_of<multicast_t<C>> = C;
 template <class T>
@@ -98,9 +98,7 @@ struct block_spec {
   static constexpr int delay = static_cast<int>(detail::first_set({detail::delay_of<Opts>...}, -1));
   static constexpr int buffers = static_cast<int>(detail::first_set({detail::buffers_of<Opts>...}, 0));
   static constexpr long long declared_axes = detail::first_set({detail::axes_of<Opts>...}, -1);
-  static constexpr int multicast = static_cast<int>(detail::first_set({detail::multicast_of<Opts>...}, 0)) > 0
-                                       ? static_cast<int>(detail::first_set({detail::multicast_of<Opts>...}, 0))
-                                       : 1;
+  static constexpr int multicast = static_cast<int>(detail::first_set({detail::multicast_of<Opts>...}, 1));
 
   /// Grid axes the index map depends on (bit a = axis a).
   template <int GridRank>
