@@ -1,5 +1,8 @@
-// SMEM layouts against the PTX ISA's definition of the swizzle modes, and TMA plans.
+// SMEM layouts against the PTX ISA's definition of the swizzle modes, TMA plans, and the index
+// arithmetic of persistent loops (fast division, tile orders).
 #include "test_util.hpp"
+
+#include <algorithm>
 
 namespace {
 
@@ -55,4 +58,50 @@ TEST(Layout, TmaPlanSplitsPanelsAndRows) {
   using R = tp::tma_plan<tp::tile<tp::block<tp::squeezed, 8, 64>, tp::swizzle<128>>, 2>;
   static_assert(R::boxes == 1 && R::box(0) == 64 && R::box(1) == 8 && R::box(2) == 1);
   SUCCEED();
+}
+
+TEST(Layout, FastDivmodMatchesDivision) {
+  const std::uint64_t seed = test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> any(0, 0x7fffffff);
+  std::vector<int> divisors;
+  for (int d = 1; d <= 3000; ++d) divisors.push_back(d);
+  for (int k = 2; k <= 30; ++k)
+    for (int delta : {-1, 0, 1}) divisors.push_back((1 << k) + delta);
+  divisors.push_back(0x7fffffff);
+  for (int i = 0; i < 200; ++i) divisors.push_back(1 + any(rng) % 0x7ffffffe);
+  for (int d : divisors) {
+    const tp::fast_divmod f(d);
+    auto check = [&](int n) { ASSERT_TRUE(f.div(n) == n / d && f.mod(n) == n % d) << n << " / " << d << ", seed " << seed; };
+    for (int n = 0; n < 300; ++n) check(n);
+    for (int n : {d - 1, d, d + 1, 2 * d - 1, 0x7fffffff, 0x7ffffffe})
+      if (n >= 0) check(n);
+    for (int i = 0; i < 200; ++i) check(any(rng));
+  }
+}
+
+// The grouped (and snake) order as the tilepipe docs define it, with plain division.
+tp::tile_coord reference_order(int id, int tm, int tn, int group, bool snake) {
+  const int band = id / (group * tn), r = id % (group * tn), rows = std::min(group, tm - band * group);
+  const int n = r / rows;
+  return {band * group + r % rows, snake && band % 2 == 1 ? tn - 1 - n : n};
+}
+
+TEST(Layout, TileOrdersVisitEveryTileOnceInBands) {
+  for (int tm : {1, 3, 7, 8, 9, 32})
+    for (int tn : {1, 5, 16})
+      for (int group : {1, 2, 8, 40}) {
+        const tp::tile_order_plan plan(tm, tn, group);
+        ASSERT_EQ(plan.tiles(), tm * tn);
+        std::vector<int> seen_g(tm * tn, 0), seen_s(tm * tn, 0);
+        for (int id = 0; id < tm * tn; ++id) {
+          const tp::tile_coord g = plan.grouped(id), s = plan.snake(id);
+          const tp::tile_coord g1 = tp::grouped_tile_order(id, tm, tn, group), s1 = tp::snake_tile_order(id, tm, tn, group);
+          const tp::tile_coord gr = reference_order(id, tm, tn, group, false), sr = reference_order(id, tm, tn, group, true);
+          ASSERT_TRUE(g.m == gr.m && g.n == gr.n && g1.m == gr.m && g1.n == gr.n) << id << " of " << tm << "x" << tn << " g" << group;
+          ASSERT_TRUE(s.m == sr.m && s.n == sr.n && s1.m == sr.m && s1.n == sr.n) << id << " of " << tm << "x" << tn << " g" << group;
+          ++seen_g[g.m * tn + g.n], ++seen_s[s.m * tn + s.n];
+        }
+        for (int t = 0; t < tm * tn; ++t) ASSERT_TRUE(seen_g[t] == 1 && seen_s[t] == 1) << tm << "x" << tn << " g" << group;
+      }
 }

@@ -54,15 +54,13 @@ struct matmul_ws_kernel {
   using c_view = tp::smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
 
-  int tiles_m, tiles_n, k_steps, group;  // tiles_m counts whole clusters' worth of tile rows
+  int tiles_m, tiles_n, k_steps;  // tiles_m counts whole clusters' worth of tile rows
+  tp::tile_order_plan plan;       // of the (cluster row, tile column) grid; divisions prepared on the host
   tile_order order = tile_order::grouped;
   Epilogue epilogue{};
 
   /// The t-th (cluster row, tile column) in the persistent loop's order.
-  TP_HD tp::tile_coord tile_at(int t) const {
-    return order == tile_order::snake ? tp::snake_tile_order(t, tiles_m / Cluster, tiles_n, group)
-                                      : tp::grouped_tile_order(t, tiles_m / Cluster, tiles_n, group);
-  }
+  TP_HD tp::tile_coord tile_at(int t) const { return order == tile_order::snake ? plan.snake(t) : plan.grouped(t); }
 
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
                         tp::gmem<TC, 2, c_tile> c) const {
@@ -117,7 +115,7 @@ struct matmul_ws_kernel {
     // The persistent loop: this cluster's tiles (a column of Cluster tiles each), one
     // pipeline of the chain per tile. Tile rows past the end compute zeros that TMA drops.
     const int rank = k.cluster_rank();
-    tp::warp_specialized_for<compute_wgs, 40>(k, k.axis_index(0) / Cluster, (tiles_m / Cluster) * tiles_n,
+    tp::warp_specialized_for<compute_wgs, 40>(k, k.axis_index(0) / Cluster, plan.tiles(),
                                               k.axis_size(0) / Cluster, [&](int t, tp::pipeline_state state, auto role) {
                                                 const tp::tile_coord c = tile_at(t);
                                                 make({c.m * Cluster + rank, c.n})(k, alloc, state, role, a, b);
@@ -133,9 +131,10 @@ struct matmul_ws_kernel {
 
   static matmul_ws_kernel make(long long M, long long N, long long K, int group = 8, tile_order order = tile_order::grouped,
                                Epilogue epi = {}) {
-    const long long rows_of_clusters = (M + BM * Cluster - 1) / (BM * Cluster);
-    return {static_cast<int>(rows_of_clusters * Cluster), static_cast<int>((N + BN - 1) / BN),
-            static_cast<int>((K + BK - 1) / BK), group, order, epi};
+    const int rows_of_clusters = static_cast<int>((M + BM * Cluster - 1) / (BM * Cluster));
+    const int tiles_n = static_cast<int>((N + BN - 1) / BN);
+    return {rows_of_clusters * Cluster, tiles_n, static_cast<int>((K + BK - 1) / BK),
+            tp::tile_order_plan(rows_of_clusters, tiles_n, group), order, epi};
   }
   /// One CTA per SM (or per tile, when there are fewer tiles), in clusters of Cluster.
   tp::launch_config config(int sms) const {

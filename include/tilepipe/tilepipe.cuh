@@ -6,6 +6,7 @@
 #include "core/block_spec.cuh"
 #include "core/dtypes.cuh"
 #include "core/error.cuh"
+#include "core/fast_divmod.cuh"
 #include "core/grid.cuh"
 #include "core/index_map.cuh"
 #include "core/layout.cuh"

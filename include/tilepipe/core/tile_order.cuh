@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config.cuh"
+#include "fast_divmod.cuh"
 
 namespace tilepipe {
 
@@ -11,22 +12,72 @@ struct tile_coord {
   int n;
 };
 
+namespace detail {
+/// Divides with the `/` operator: for orders evaluated once per CTA.
+struct plain_divisor {
+  int d;
+  TP_HD constexpr int divisor() const { return d; }
+  TP_HD constexpr int div(int n) const { return n / d; }
+};
+
+/// The grouped order, and the snake order when `snake`: bands of `group` tile rows of the
+/// full width (per_band = group * tiles_n tiles); the last band has tail_rows rows.
+template <class Div>
+TP_HD constexpr tile_coord grouped_order(int id, int tiles_m, int tiles_n, int group, const Div& per_band,
+                                         const Div& full_rows, const Div& tail_rows, bool snake) {
+  const int band = per_band.div(id);
+  const int first_m = band * group;
+  const int r = id - band * per_band.divisor();
+  const Div& rows = tiles_m - first_m < group ? tail_rows : full_rows;
+  const int n = rows.div(r);
+  return {first_m + r - n * rows.divisor(), snake && band % 2 == 1 ? tiles_n - 1 - n : n};
+}
+
+TP_HD constexpr int tail_rows(int tiles_m, int group) { return tiles_m % group ? tiles_m % group : group; }
+}  // namespace detail
+
 /// Grouped order: bands of `group` tile rows; inside a band the row index moves fastest,
 /// so consecutive tiles reuse one column block of B and `group` row blocks of A.
 TP_HD constexpr tile_coord grouped_tile_order(int id, int tiles_m, int tiles_n, int group) {
-  const int per_band = group * tiles_n;
-  const int first_m = (id / per_band) * group;
-  const int rows = tiles_m - first_m < group ? tiles_m - first_m : group;
-  const int r = id % per_band;
-  return {first_m + r % rows, r / rows};
+  return detail::grouped_order(id, tiles_m, tiles_n, group, detail::plain_divisor{group * tiles_n},
+                               detail::plain_divisor{group}, detail::plain_divisor{detail::tail_rows(tiles_m, group)},
+                               false);
 }
 
 /// Planar snake: like grouped order, but every other band walks the columns backwards,
 /// so the first tiles of a band reuse the B columns the previous band just read.
 TP_HD constexpr tile_coord snake_tile_order(int id, int tiles_m, int tiles_n, int group) {
-  tile_coord c = grouped_tile_order(id, tiles_m, tiles_n, group);
-  if ((id / (group * tiles_n)) % 2 == 1) c.n = tiles_n - 1 - c.n;
-  return c;
+  return detail::grouped_order(id, tiles_m, tiles_n, group, detail::plain_divisor{group * tiles_n},
+                               detail::plain_divisor{group}, detail::plain_divisor{detail::tail_rows(tiles_m, group)},
+                               true);
 }
+
+/// Both orders of one tiles_m x tiles_n grid with their divisions prepared once (see
+/// fast_divmod), for a persistent loop that evaluates one per tile: make it on the host
+/// and pass it to the kernel.
+class tile_order_plan {
+ public:
+  tile_order_plan() = default;
+  TP_HD tile_order_plan(int tiles_m, int tiles_n, int group)
+      : tiles_m_(tiles_m), tiles_n_(tiles_n), group_(group), per_band_(checked(tiles_m, tiles_n, group) * tiles_n),
+        full_rows_(group), tail_rows_(detail::tail_rows(tiles_m, group)) {}
+
+  TP_HD int tiles() const { return tiles_m_ * tiles_n_; }
+  TP_HD tile_coord grouped(int id) const {
+    return detail::grouped_order(id, tiles_m_, tiles_n_, group_, per_band_, full_rows_, tail_rows_, false);
+  }
+  TP_HD tile_coord snake(int id) const {
+    return detail::grouped_order(id, tiles_m_, tiles_n_, group_, per_band_, full_rows_, tail_rows_, true);
+  }
+
+ private:
+  static TP_HD int checked(int tiles_m, int tiles_n, int group) {
+    TP_REQUIRE(tiles_m >= 1 && tiles_n >= 1 && group >= 1,
+               "tile_order_plan: %d x %d tiles in groups of %d rows; all three must be positive", tiles_m, tiles_n, group);
+    return group;
+  }
+  int tiles_m_ = 1, tiles_n_ = 1, group_ = 1;
+  fast_divmod per_band_, full_rows_, tail_rows_;
+};
 
 }  // namespace tilepipe

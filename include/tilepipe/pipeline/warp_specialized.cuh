@@ -18,7 +18,7 @@
 // released once, and an output block that stays the same accumulates.
 //
 // Schedule of the memory warpgroup (one thread issues):
-//   prologue   fetch the first `slots` steps of every input
+//   prologue   fetch the first `slots` steps of every input, step by step
 //   step s     for each input, fetch step s + slots - delay into its next slot, after
 //              that slot's previous block was consumed (released after body(s) at the latest);
 //              store every output block whose run ended at s (its `full` barrier completes
@@ -512,12 +512,16 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   template <class Alloc, class Refs>
   TP_HD void memory_role(Alloc& a, const Refs& refs, bool stop) const {
     const long long steps = grid_.steps();
-    // Prologue: the first `slots` steps of every input. Each call starts its own sequence of
-    // blocks; slot rotation and barrier phases carry over from the previous call.
-    for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
-      op.fill_at = {};
-      for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(spec, g, grid_, t == 0);
-    });
+    // Prologue: the first `slots` steps of every input, step by step (every input's block of
+    // step 0, then of step 1, ...). Each call starts its own sequence of blocks; slot rotation
+    // and barrier phases carry over from the previous call, so in a chain each fetch waits
+    // for the previous pipeline to release a slot, which it does in step order: input by
+    // input, the last input's first block would wait for the previous pipeline's last step.
+    for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.fill_at = {}; });
+    for (long long t = 0; t < input_maxima<typename Alloc::in_tuple>::slots && t < steps; ++t)
+      for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
+        if (t < op.slots) op.produce(spec, g, grid_, t == 0);
+      });
     index<Grid::rank> at{};
     for (long long s = 0; s < steps; ++s) {
       // Refill: step s + slots - delay into the slot the compute side frees after body(s).
@@ -580,7 +584,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
                    cuda::std::index_sequence_for<Outs...>{});
       at = next;
     }
-    constexpr int max_delay = max_delay_of<typename Alloc::in_tuple>::value;
+    constexpr int max_delay = input_maxima<typename Alloc::in_tuple>::delay;
     if constexpr (max_delay > 0) prim::wgmma_wait<0>();
     for_each(a.ins, [&](auto& op, int) { op.release_tail(steps); });
     return carry;
@@ -633,15 +637,18 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
         ins);
   }
 
+  /// The most slots and the longest release delay among the inputs of an allocation.
   template <class Tuple>
-  struct max_delay_of;
+  struct input_maxima;
   template <class... Ops>
-  struct max_delay_of<cuda::std::tuple<Ops...>> {
-    static constexpr int value = [] {
+  struct input_maxima<cuda::std::tuple<Ops...>> {
+    static constexpr int largest(std::initializer_list<int> v) {
       int m = 0;
-      ((m = Ops::delay > m ? Ops::delay : m), ...);
+      for (int x : v) m = x > m ? x : m;
       return m;
-    }();
+    }
+    static constexpr int slots = largest({Ops::slots...});
+    static constexpr int delay = largest({Ops::delay...});
   };
 
   // With two or more slots per output the memory warpgroup keeps one store in flight while
