@@ -166,6 +166,23 @@ __global__ void __launch_bounds__(threads_of<K>() * warpgroup_size, 1) gpu_entry
                                   static_cast<int>(blockIdx.z)};
   run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
 }
+
+/// Lets gpu_entry<K, KP> use `bytes` of dynamic shared memory on the current GPU. The limit
+/// is one per entry point (whichever launcher launches it) and a maximum, so it is only
+/// ever raised, and set once per size rather than on every launch: the call costs host
+/// time on the launch path.
+template <class K, class KP>
+void allow_smem(std::size_t bytes) {
+  static std::mutex m;
+  static std::vector<std::size_t> allowed;  // per device ordinal
+  int dev = 0;
+  TP_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(m);
+  if (allowed.size() <= static_cast<std::size_t>(dev)) allowed.resize(dev + 1, 0);
+  if (bytes <= allowed[dev]) return;
+  TP_CUDA_CHECK(cudaFuncSetAttribute(gpu_entry<K, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  allowed[dev] = bytes;
+}
 #endif
 
 template <class K>
@@ -306,29 +323,12 @@ class kernel_launcher {
   std::size_t smem_bytes() const { return cfg_.smem_bytes ? cfg_.smem_bytes : smem_capacity; }
 
 #if TP_HAS_CUDA_COMPILER
-  /// Lets `entry` use this launch's dynamic shared memory on the current GPU. The limit is a
-  /// per-function maximum, so it is only ever raised, and set once per size rather than on
-  /// every launch (the call costs host time on the launch path).
-  template <class E>
-  void allow_smem(E entry) const {
-    static std::mutex m;
-    static std::vector<std::size_t> allowed;  // per device ordinal
-    int dev = 0;
-    TP_CUDA_CHECK(cudaGetDevice(&dev));
-    const std::lock_guard<std::mutex> lock(m);
-    if (allowed.size() <= static_cast<std::size_t>(dev)) allowed.resize(dev + 1, 0);
-    std::size_t& a = allowed[dev];
-    if (smem_bytes() <= a) return;
-    TP_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes())));
-    a = smem_bytes();
-  }
-
   /// Calls f(entry, config): the GPU entry point, allowed this launch's dynamic shared
   /// memory, and a launch configuration for `grid` with the cluster attribute.
   template <class F>
   auto with_gpu_launch(dim3 grid, F&& f) const {
     auto entry = launch_detail::gpu_entry<K, kp_type>;
-    allow_smem(entry);
+    launch_detail::allow_smem<K, kp_type>(smem_bytes());
     cudaLaunchConfig_t lc{};
     lc.gridDim = grid;
     lc.blockDim = dim3(launch_detail::threads_of<K>() * warpgroup_size);
