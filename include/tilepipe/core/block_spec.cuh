@@ -87,6 +87,18 @@ constexpr long long first_set(std::initializer_list<long long> xs, long long non
     if (x != none) return x;
   return none;
 }
+
+/// The largest and the smallest of a non-empty list (a compile-time fold over a pack).
+constexpr int largest(std::initializer_list<int> xs) {
+  int m = *xs.begin();
+  for (int x : xs) m = x > m ? x : m;
+  return m;
+}
+constexpr int smallest(std::initializer_list<int> xs) {
+  int m = *xs.begin();
+  for (int x : xs) m = x < m ? x : m;
+  return m;
+}
 }  // namespace detail
 
 template <class Tile, class Map, class... Opts>

@@ -103,7 +103,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     const auto refs = cuda::std::tie(gmem...);
     auto ins = make_inputs(refs, cuda::std::index_sequence_for<Ins...>{});
     auto outs = make_outputs(refs, cuda::std::index_sequence_for<Outs...>{});
-    constexpr int max_delay = max_delay_of(static_cast<decltype(ins)*>(nullptr));
+    constexpr int max_delay = input_maxima<decltype(ins)>::delay;
 
     // Scoped allocation: the slots and barriers live while the pipeline runs.
     const std::uint32_t mark = k.smem_mark();
@@ -174,13 +174,6 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     prim::annotate_step(outer_step);
     k.smem_release(mark);
     return carry;
-  }
-
-  template <class... Ops>
-  static constexpr int max_delay_of(cuda::std::tuple<Ops...>*) {
-    int m = 0;
-    ((m = Ops::delay > m ? Ops::delay : m), ...);
-    return m;
   }
 
   template <class Refs, std::size_t... I>

@@ -20,6 +20,15 @@ TP_HD constexpr std::uint32_t round_up(std::uint32_t x, std::uint32_t a) { retur
 /// The slot after s in a ring of n (a compare, not a signed modulo: it runs every step).
 TP_HD constexpr int next_slot(int s, int n) { return s + 1 == n ? 0 : s + 1; }
 
+/// The most slots and the longest release delay among a pipeline's input operands.
+template <class Tuple>
+struct input_maxima;
+template <class... Ops>
+struct input_maxima<cuda::std::tuple<Ops...>> {
+  static constexpr int slots = detail::largest({0, Ops::slots...});
+  static constexpr int delay = detail::largest({0, Ops::delay...});
+};
+
 /// Slots and release delay of an SMEM operand, from the spec, the pipeline options and,
 /// for static grids, the step count (no more slots than steps).
 template <class Spec, class Grid, int MCS, int DefaultDelay>

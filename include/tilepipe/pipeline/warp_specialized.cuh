@@ -407,11 +407,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   static_assert((Ins::in_smem && ...) && (Outs::in_smem && ...),
                 "tilepipe: the warp-specialised pipeline moves every operand through SMEM (no gmem_spec)");
   static constexpr bool has_context = !std::is_same_v<Ctx, no_carry>;
-  static constexpr int cluster = [] {
-    int c = 1;
-    ((c = Ins::multicast > c ? Ins::multicast : c), ...);
-    return c;
-  }();
+  static constexpr int cluster = detail::largest({1, Ins::multicast...});
   static_assert(((Ins::multicast == 1 || Ins::multicast == cluster) && ...),
                 "tilepipe: all multicast specs of a pipeline name the same cluster size");
 
@@ -637,27 +633,9 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
         ins);
   }
 
-  /// The most slots and the longest release delay among the inputs of an allocation.
-  template <class Tuple>
-  struct input_maxima;
-  template <class... Ops>
-  struct input_maxima<cuda::std::tuple<Ops...>> {
-    static constexpr int largest(std::initializer_list<int> v) {
-      int m = 0;
-      for (int x : v) m = x > m ? x : m;
-      return m;
-    }
-    static constexpr int slots = largest({Ops::slots...});
-    static constexpr int delay = largest({Ops::delay...});
-  };
-
   // With two or more slots per output the memory warpgroup keeps one store in flight while
   // it moves on; with one slot it must wait for the store before the slot is written again.
-  static constexpr int min_out_slots = [] {
-    int m = 2;
-    ((m = slot_plan<Outs, Grid, MCS, 0>::slots < m ? slot_plan<Outs, Grid, MCS, 0>::slots : m), ...);
-    return m;
-  }();
+  static constexpr int min_out_slots = detail::smallest({2, slot_plan<Outs, Grid, MCS, 0>::slots...});
   static constexpr int store_lag = min_out_slots >= 2 ? 1 : 0;
 
   template <class Alloc, class Refs, class F>
