@@ -1,7 +1,7 @@
 // The planted-bug suite: small kernels that each carry one classic pipelining or barrier
-// protocol bug (one of them in a 2-CTA cluster with multicast). The interpreter must report every one of them with a message naming the
-// bug class, in every copy mode; the corrected twin of each must run clean and compute
-// the right result.
+// protocol bug (one of them in a 2-CTA cluster with multicast). The interpreter must report
+// every one of them with a message naming the bug class, in every copy mode; the corrected
+// twin of each must run clean and compute the right result.
 #include "planted.hpp"
 
 #include "examples/debug_hangs/producer_consumer_kernel.cuh"
