@@ -20,17 +20,28 @@ bool selected(const std::string& key, const char* cfg) {
   return !only || (key + " " + cfg).find(only) != std::string::npos;
 }
 
+/// One configuration of the benchmark: tile order and width, and whether the last wave is
+/// split by stream-K (with the kernel's default minimum saving).
+struct ws_config {
+  const char* name;
+  int group;
+  tile_order order;
+  int cluster;  // 1, or 2: pairs of CTAs sharing B by multicast
+  bool stream_k;
+};
+
 template <class Kernel, class T>
-void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>& peer, int group, tile_order order,
-             bench::json& js, const std::string& key, const char* cfg) {
-  if (!selected(key, cfg)) return;
+void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>& peer, const ws_config& cfg,
+             bench::json& js, const std::string& key) {
+  if (!selected(key, cfg.name)) return;
   if (const char* idle = std::getenv("TP_BENCH_IDLE"))  // a cool GPU runs at its highest clocks
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(idle)));
-  const auto kern = Kernel::make(p.M, p.N, p.K, group, order);
+  const tp::partials_buffer partials(dev, Kernel::partial_slots(dev.multiprocessors()), Kernel::partial_floats);
+  const auto kern = Kernel::make(p.M, p.N, p.K, cfg.group, cfg.order, {}, cfg.stream_k ? partials.ref() : tp::partials_ref{});
   const tp::launch_config config = kern.config(dev.multiprocessors());
   const auto launch = tp::kernel(kern, config);
-  TP_REQUIRE(launch.resident_ctas(dev) >= config.grid[0], "%s: the persistent grid does not fit on the GPU at once", cfg);
-  bench::compare(p, peer, [&](int s) { launch(dev, p.a[s], p.b[s], p.c); }, js, key, cfg);
+  TP_REQUIRE(launch.resident_ctas(dev) >= config.grid[0], "%s: the persistent grid does not fit on the GPU at once", cfg.name);
+  bench::compare(p, peer, [&](int s) { launch(dev, p.a[s], p.b[s], p.c); }, js, key, cfg.name);
 }
 
 /// The problems (M, N, K): TP_BENCH_SHAPES="MxNxK,MxNxK,..." or the four of the issue.
@@ -51,18 +62,24 @@ std::vector<std::array<long long, 3>> shapes() {
 
 template <class T, b_layout BL>
 void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
-  const char* configs[] = {"ws_128x256_s4_g8", "ws_128x256_s4_snake8", "ws_128x256_s4_c2_g8"};
+  const ws_config configs[] = {{"ws_128x256_s4_g8", 8, tile_order::grouped, 1, false},
+                               {"ws_128x256_s4_g8_sk", 8, tile_order::grouped, 1, true},
+                               {"ws_128x256_s4_snake8_sk", 8, tile_order::snake, 1, true},
+                               {"ws_128x256_s4_g16_sk", 16, tile_order::grouped, 1, true},
+                               {"ws_128x256_s4_c2_g8_sk", 8, tile_order::grouped, 2, true}};
   for (const auto& sh : shapes()) {
     const std::string key = std::string(name) + (BL == b_layout::row_major ? "_rowB_" : "_colB_") + std::to_string(sh[0]) +
                             "x" + std::to_string(sh[1]) + "x" + std::to_string(sh[2]);
-    if (std::none_of(std::begin(configs), std::end(configs), [&](const char* cfg) { return selected(key, cfg); })) continue;
+    if (std::none_of(std::begin(configs), std::end(configs), [&](const ws_config& c) { return selected(key, c.name); }))
+      continue;
     bench::problem<T> p(dev, sh[0], sh[1], sh[2], BL == b_layout::col_major);
     bench::cublas_peer<T> peer(h, p);
     using k128x256s4 = matmul_ws_kernel<T, T, 128, 256, 4, BL>;
     using k128x256s4c2 = matmul_ws_kernel<T, T, 128, 256, 4, BL, no_epilogue, 64, 2>;
-    compare<k128x256s4>(dev, p, peer, 8, tile_order::grouped, js, key, configs[0]);
-    compare<k128x256s4>(dev, p, peer, 8, tile_order::snake, js, key, configs[1]);
-    compare<k128x256s4c2>(dev, p, peer, 8, tile_order::grouped, js, key, configs[2]);
+    for (const ws_config& c : configs) {
+      if (c.cluster == 2) compare<k128x256s4c2>(dev, p, peer, c, js, key);
+      else compare<k128x256s4>(dev, p, peer, c, js, key);
+    }
   }
 }
 

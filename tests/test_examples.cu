@@ -26,24 +26,29 @@ void check_matmul(long long M, long long N, long long K) {
   EXPECT_LT(test::rel_error(c, ref), 1e-2) << M << "x" << N << "x" << K;
 }
 
+// stream_k: with a partial-sum workspace and no minimum saving, so the last wave is split
+// whenever the tiles do not divide evenly (the test asserts that it is).
 template <class T, b_layout BL, int BM = 128, int BN = 256, int Cluster = 1>
-void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = false, tile_order order = tile_order::grouped) {
+void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = false, tile_order order = tile_order::grouped,
+                     bool stream_k = false) {
   const bool b_row = BL == b_layout::row_major;
   const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N), hbias = test::random_values<T>(N);
   auto a = tp::tensor<T, 2>::from_host(test::dev(), {M, K}, ha);
   auto b = tp::tensor<T, 2>::from_host(test::dev(), b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
   auto bias = tp::tensor<T, 1>::from_host(test::dev(), {N}, hbias);
   std::vector<T> c;
-  const int sms = test::on_gpu() ? test::dev().multiprocessors() : 2 * Cluster;  // few CTAs: several tiles each
-  if (bias_relu) {
-    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL, bias_relu_epilogue<T>, 64, Cluster>;
-    const auto kern = kernel::make(M, N, K, 2, order, {bias.data(), N});
+  const int sms = test::on_gpu() ? test::dev().multiprocessors() : (stream_k ? 3 : 2) * Cluster;  // few CTAs: several tiles each
+  auto run = [&](auto kern) {
+    using kernel = decltype(kern);
+    tp::partials_buffer partials(test::dev(), kernel::partial_slots(sms), kernel::partial_floats);
+    if (stream_k) {
+      kern.partials = partials.ref(), kern.stream_k_min_steps = 0;
+      EXPECT_TRUE(kern.schedule(sms / Cluster).streams()) << M << "x" << N << "x" << K << ": the last wave is not split";
+    }
     c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
-  } else {
-    using kernel = matmul_ws_kernel<T, T, BM, BN, 3, BL, no_epilogue, 64, Cluster>;
-    const auto kern = kernel::make(M, N, K, 2, order);
-    c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
-  }
+  };
+  if (bias_relu) run(matmul_ws_kernel<T, T, BM, BN, 3, BL, bias_relu_epilogue<T>, 64, Cluster>::make(M, N, K, 2, order, {bias.data(), N}));
+  else run(matmul_ws_kernel<T, T, BM, BN, 3, BL, no_epilogue, 64, Cluster>::make(M, N, K, 2, order));
   std::vector<double> ref(M * N, 0.0);
   for (long long i = 0; i < M; ++i)
     for (long long kk = 0; kk < K; ++kk) {
@@ -74,6 +79,17 @@ TEST(Examples, MatmulWsClusterMulticast) {
   check_matmul_ws<tp::f16, b_layout::col_major, 128, 256, 2>(300 * s, 264, 136, false, tile_order::snake);
   check_matmul_ws<tp::bf16, b_layout::col_major, 128, 256, 2>(300, 520, 72, true);  // odd tile rows, bias + ReLU
   check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 4>(520, 264 * s, 200);    // clusters of 4
+}
+
+// The last wave split by stream-K: tiles shared by two to four CTAs (small K, many CTAs per
+// tile), several whole tiles per CTA before the split, bias + ReLU applied once after the
+// partial sums are added, column-major B, and clusters.
+TEST(Examples, MatmulWsStreamK) {
+  const long long s = test::on_gpu() ? 4 : 1;
+  check_matmul_ws<tp::bf16, b_layout::row_major>(640 * s, 264, 1000, false, tile_order::grouped, true);
+  check_matmul_ws<tp::f16, b_layout::col_major>(392 * s, 264 * s, 200, true, tile_order::snake, true);
+  check_matmul_ws<tp::bf16, b_layout::col_major>(130, 1000 * s, 456, false, tile_order::grouped, true);
+  check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 2>(264 * s, 776 * s, 328, false, tile_order::grouped, true);
 }
 
 TEST(Examples, MatmulShapes) {

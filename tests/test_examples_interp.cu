@@ -6,6 +6,7 @@
 
 #include "examples/elementwise/elementwise_kernel.cuh"
 #include "examples/matmul/matmul_kernel.cuh"
+#include "examples/matmul_ws/matmul_ws_kernel.cuh"
 
 #include <chrono>
 
@@ -125,6 +126,61 @@ TEST(ExamplesInterpreted, TwoWarpgroupsAccumulatingIntoOneOutputBlockRunClean) {
           << test::mode_name(m);
       if (!hy.empty()) EXPECT_LT(test::rel_error(hy, ref), 1e-6) << test::mode_name(m);
     }
+}
+
+// Stream-K with CTAs in shuffled order: a tile's owner may run before the CTAs whose partial
+// sums it adds; the interpreter then runs those ahead (backend/interpret/grid_runner.hpp).
+TEST(ExamplesInterpreted, MatmulWsStreamKRunsCleanWithShuffledCtas) {
+  TP_INTERPRETER_ONLY();
+  using T = tp::f16;
+  using kernel = matmul_ws_kernel<T, T, 128, 256, 3, b_layout::row_major>;
+  const long long M = 392, N = 264, K = 200;
+  const int sms = 3;
+  const auto ha = test::random_values<T>(static_cast<std::size_t>(M * K)), hb = test::random_values<T>(static_cast<std::size_t>(K * N));
+  std::vector<double> ref(static_cast<std::size_t>(M * N), 0.0);
+  for (long long i = 0; i < M; ++i)
+    for (long long kk = 0; kk < K; ++kk)
+      for (long long j = 0; j < N; ++j) ref[i * N + j] += double(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[kk * N + j]);
+  for (copy_mode m : test::all_copy_modes)
+    for (std::uint64_t seed : {1, 2, 3}) {
+      auto dev = test::interpreter(m, seed);
+      dev.interpreter.shuffle_ctas = true;
+      auto a = tp::tensor<T, 2>::from_host(dev, {M, K}, ha), b = tp::tensor<T, 2>::from_host(dev, {K, N}, hb);
+      tp::partials_buffer partials(dev, kernel::partial_slots(sms), kernel::partial_floats);
+      auto kern = kernel::make(M, N, K, 2, tile_order::grouped, {}, partials.ref());
+      kern.stream_k_min_steps = 0;
+      ASSERT_TRUE(kern.schedule(sms).streams());
+      std::vector<T> hc;
+      EXPECT_EQ(test::error_of([&] { hc = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(dev, a, b).to_host(); }), "")
+          << test::mode_name(m) << ", seed " << seed;
+      if (!hc.empty()) EXPECT_LT(test::rel_error(hc, ref), 1e-2) << test::mode_name(m) << ", seed " << seed;
+    }
+}
+
+// CTA 0 adds the partial sum of slot `slot`, which CTA 1 publishes when `publish`: with
+// it, CTA 0's wait runs CTA 1 ahead; without, no CTA sets the flag, which on the GPU hangs.
+struct partial_handoff_kernel {
+  static constexpr int num_threads = 1;
+  using tile_t = tp::tile<tp::block<64, 64>>;
+  tp::partials_ref partials;
+  bool publish;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile_t>) const {
+    auto acc = tp::full<float, 64, 64>(1.0f);
+    if (k.axis_index(0) == 0) tp::accumulate_partial(acc, partials, 1);
+    else if (publish) tp::publish_partial(acc, partials, 1);
+  }
+};
+
+TEST(ExamplesInterpreted, WaitingForAPartialSumNoCtaPublishesIsReported) {
+  TP_INTERPRETER_ONLY();
+  for (bool publish : {true, false}) {
+    auto dev = test::interpreter();
+    tp::partials_buffer partials(dev, 2, 64 * 64);
+    const partial_handoff_kernel kern{partials.ref(), publish};
+    const std::string err = test::error_of([&] { tp::kernel(kern, {.grid = {2}}, tp::out_type<float>(64, 64))(dev); });
+    if (publish) EXPECT_EQ(err, "");
+    else EXPECT_NE(err.find("waits for a flag that no CTA of the grid sets"), std::string::npos) << err;
+  }
 }
 
 TEST(ExamplesInterpreted, MatmulTimeWithAndWithoutDetection) {

@@ -105,3 +105,61 @@ TEST(Layout, TileOrdersVisitEveryTileOnceInBands) {
         for (int t = 0; t < tm * tn; ++t) ASSERT_TRUE(seen_g[t] == 1 && seen_s[t] == 1) << tm << "x" << tn << " g" << group;
       }
 }
+
+// Stream-K: every step of every tile runs exactly once; each split tile has one owner,
+// which runs its last step and collects exactly the partial sums of the other workers that
+// ran parts of it, all lower-numbered and each published before the worker's other pieces;
+// the split wave is balanced; and the split happens exactly when it saves min_saving steps.
+TEST(Layout, StreamKPlanRunsEveryStepOnceAndOwnersWaitOnlyForLowerWorkers) {
+  const std::uint64_t seed = test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int tiles = trial < 4 ? 512 : pick(1, 300), steps = trial < 4 ? 64 : pick(1, 150);
+    const int workers = trial < 4 ? 132 : pick(1, 140), min_saving = trial % 4 == 0 ? 0 : pick(0, 8);
+    const tp::stream_k_plan plan(tiles, steps, workers, min_saving);
+    const std::string what = std::to_string(tiles) + " tiles x " + std::to_string(steps) + " steps on " +
+                             std::to_string(workers) + " workers, min_saving " + std::to_string(min_saving) +
+                             ", seed " + std::to_string(seed);
+    const int rest = tiles % workers;
+    const bool expect_split = rest > 0 && (workers - rest) * steps / workers >= min_saving && rest * steps >= workers;
+    ASSERT_EQ(plan.streams(), expect_split) << what;
+    ASSERT_EQ(plan.data_parallel_tiles(), expect_split ? tiles - rest : tiles) << what;
+
+    std::vector<int> runs(static_cast<std::size_t>(tiles) * steps, 0), owner(tiles, -1), owner_first(tiles, -1);
+    std::vector<std::vector<int>> publishers(tiles);
+    long long most = 0, least = 1LL << 40;
+    for (int w = 0; w < workers; ++w) {
+      long long split_steps = 0;
+      for (int j = 0; j < plan.units(w); ++j) {
+        const tp::work_unit u = plan.unit(w, j);
+        ASSERT_TRUE(u.tile >= 0 && u.tile < tiles && 0 <= u.k_begin && u.k_begin < u.k_end && u.k_end <= steps) << what;
+        for (int s = u.k_begin; s < u.k_end; ++s) ++runs[static_cast<std::size_t>(u.tile) * steps + s];
+        if (u.tile < plan.data_parallel_tiles()) {
+          ASSERT_TRUE(u.tile % workers == w && u.k_begin == 0 && u.k_end == steps && !u.publishes) << what;
+          continue;
+        }
+        split_steps += u.k_end - u.k_begin;
+        ASSERT_EQ(u.publishes, u.k_end < steps) << what;
+        if (u.publishes) {
+          // A worker publishes at most once, as the first of its split pieces (after its
+          // whole tiles, as many on every worker when the last wave is split).
+          ASSERT_EQ(j, plan.data_parallel_tiles() / workers) << "a publishing piece runs first; " << what;
+          publishers[u.tile].push_back(w);
+        } else {
+          ASSERT_EQ(owner[u.tile], -1) << "two owners; " << what;
+          owner[u.tile] = w, owner_first[u.tile] = u.first_contributor;
+        }
+      }
+      if (plan.streams()) most = std::max(most, split_steps), least = std::min(least, split_steps);
+    }
+    for (std::size_t i = 0; i < runs.size(); ++i) ASSERT_EQ(runs[i], 1) << "tile " << i / steps << " step " << i % steps << "; " << what;
+    for (int t = plan.data_parallel_tiles(); t < tiles; ++t) {
+      ASSERT_GE(owner[t], 0) << what;
+      std::vector<int> expected;
+      for (int w = owner_first[t]; w < owner[t]; ++w) expected.push_back(w);
+      ASSERT_EQ(publishers[t], expected) << "tile " << t << "; " << what;
+    }
+    if (plan.streams()) ASSERT_LE(most - least, 1) << what;
+  }
+}

@@ -8,12 +8,19 @@
 // accumulator in 64 x 64 chunks through a double-buffered SMEM tile with TMA, without
 // waiting for the stores: they drain while the next tile computes.
 //
+// When the tiles do not divide evenly among the CTAs and a workspace for partial sums is
+// given, the last wave is split by stream-K (core/stream_k.cuh): every CTA runs an equal
+// share of its steps, and a tile split between CTAs is finished by the CTA that runs its
+// last step, after adding the others' partial sums.
+//
 // With Cluster = 2 (or 4), clusters of CTAs work on vertically adjacent tiles, which share
 // their B block: each CTA loads 1/Cluster of it and multicasts it to the others, so L2
 // serves B once per cluster. This is what cuBLAS's kernels for these shapes do.
 #pragma once
 
 #include <tilepipe/tilepipe.cuh>
+
+#include <climits>
 
 #include "../matmul/matmul_kernel.cuh"  // b_layout
 
@@ -46,6 +53,7 @@ struct matmul_ws_kernel {
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;  // rows per compute warpgroup
   static constexpr int EM = 64, EN = 64;       // epilogue chunk: 64 x 64
+  static constexpr long long partial_floats = WM * BN;  // one compute warpgroup's partial sum
   using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<SK>>;
   // A K-major B block is one column panel: split into Cluster row boxes for multicast.
   using b_tile = std::conditional_t<BL == b_layout::row_major, tp::tile<tp::block<BK, BN>, tp::swizzle<128>>,
@@ -58,6 +66,20 @@ struct matmul_ws_kernel {
   tp::tile_order_plan plan;       // of the (cluster row, tile column) grid; divisions prepared on the host
   tile_order order = tile_order::grouped;
   Epilogue epilogue{};
+  tp::partials_ref partials{};  // stream-K workspace; empty: the last wave runs whole tiles
+  int stream_k_min_steps = 4;   // split the last wave only if that saves each CTA this many steps
+
+  /// Partial-sum slots a grid of `ctas` CTAs needs (one per compute warpgroup).
+  static constexpr int partial_slots(int ctas) { return ctas * compute_wgs; }
+
+  /// Which tiles and steps each of `workers` clusters runs.
+  TP_HD tp::stream_k_plan schedule(int workers) const {
+    const tp::stream_k_plan s(plan.tiles(), k_steps, workers, partials.empty() ? INT_MAX : stream_k_min_steps);
+    TP_REQUIRE(!s.streams() || (partials.slots >= partial_slots(workers * Cluster) && partials.slot_floats >= partial_floats),
+               "matmul_ws: the stream-K workspace has %d slots of %lld floats; %d CTAs need %d of %lld",
+               partials.slots, partials.slot_floats, workers * Cluster, partial_slots(workers * Cluster), partial_floats);
+    return s;
+  }
 
   /// The t-th (cluster row, tile column) in the persistent loop's order.
   TP_HD tp::tile_coord tile_at(int t) const { return order == tile_order::snake ? plan.snake(t) : plan.grouped(t); }
@@ -78,11 +100,15 @@ struct matmul_ws_kernel {
 
     // Epilogue buffers: two 64 x 64 chunks per compute warpgroup, after the pipeline's slots.
     c_view c_buf[2];
-    auto make = [&](tp::tile_coord t) {
-      auto context = tp::compute_context([&, t](auto pipeline) {
+    const int rank = k.cluster_rank(), worker = k.axis_index(0) / Cluster;
+    auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // of this CTA's rank in cluster w
+    auto make = [&](tp::tile_coord t, tp::work_unit u) {
+      auto context = tp::compute_context([&, t, u](auto pipeline) {
         acc = tp::zeros<float, WM, BN>();
         pipeline();
         tp::wgmma_wait<0>(acc);
+        if (u.publishes) return tp::publish_partial(acc, partials, slot(worker));  // the tile's owner finishes it
+        for (int w = u.first_contributor; w < worker; ++w) tp::accumulate_partial(acc, partials, slot(w));
         const long long row0 = static_cast<long long>(t.m) * BM + ci * WM, col0 = static_cast<long long>(t.n) * BN;
         acc = tp::map(acc, [&](float v, int r, int cc) { return epilogue(v, row0 + r, col0 + cc); });
         tp::static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
@@ -94,32 +120,33 @@ struct matmul_ws_kernel {
           tp::copy_smem_to_gmem(buf, c, tp::idx((t.m * BM + ci * WM) / EM + rb, t.n * (BN / EN) + cb));
         });
       });
-      auto a_map = [t](auto kk) { return tp::idx(t.m, kk); };
-      auto b_map = [t](auto kk) {
-        if constexpr (BL == b_layout::row_major) return tp::idx(kk, t.n);
-        else return tp::idx(t.n, kk);
+      auto a_map = [t, k0 = u.k_begin](auto kk) { return tp::idx(t.m, k0 + kk); };
+      auto b_map = [t, k0 = u.k_begin](auto kk) {
+        if constexpr (BL == b_layout::row_major) return tp::idx(k0 + kk, t.n);
+        else return tp::idx(t.n, k0 + kk);
       };
       return tp::emit_pipeline_warp_specialized(
-          step, tp::grid(k_steps),
+          step, tp::grid(u.k_end - u.k_begin),
           tp::in_specs(tp::spec<a_tile>(a_map, tp::delay_release<1>),
                        tp::spec<b_tile>(b_map, tp::delay_release<1>, tp::multicast<Cluster>)),
           tp::out_specs(), tp::num_compute_wgs<compute_wgs>, tp::memory_registers<40>,
           tp::max_concurrent_steps<Stages>, context);
     };
 
-    auto alloc = make({0, 0}).get_allocations(k, a, b);
+    auto alloc = make({0, 0}, {0, 0, k_steps, false, 0}).get_allocations(k, a, b);
     unsigned char* bufs = k.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
     for (int i = 0; i < 2; ++i)
       c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
 
-    // The persistent loop: this cluster's tiles (a column of Cluster tiles each), one
-    // pipeline of the chain per tile. Tile rows past the end compute zeros that TMA drops.
-    const int rank = k.cluster_rank();
-    tp::warp_specialized_for<compute_wgs, 40>(k, k.axis_index(0) / Cluster, plan.tiles(),
-                                              k.axis_size(0) / Cluster, [&](int t, tp::pipeline_state state, auto role) {
-                                                const tp::tile_coord c = tile_at(t);
-                                                make({c.m * Cluster + rank, c.n})(k, alloc, state, role, a, b);
-                                              });
+    // The persistent loop: this cluster's tiles (a column of Cluster tiles each) and pieces
+    // of tiles, one pipeline of the chain each. Tile rows past the end compute zeros that
+    // TMA drops.
+    const tp::stream_k_plan work = schedule(k.axis_size(0) / Cluster);
+    tp::warp_specialized_for<compute_wgs, 40>(k, 0, work.units(worker), 1, [&](int j, tp::pipeline_state state, auto role) {
+      const tp::work_unit u = work.unit(worker, j);
+      const tp::tile_coord c = tile_at(u.tile);
+      make({c.m * Cluster + rank, c.n}, u)(k, alloc, state, role, a, b);
+    });
     if (k.thread_index() != compute_wgs) tp::wait_smem_to_gmem<0>();  // the last tile's stores
     if constexpr (Cluster > 1) k.cluster_sync();  // no CTA leaves while its peers multicast into it
   }
@@ -129,16 +156,20 @@ struct matmul_ws_kernel {
       Stages * (BM * BK + BK * BN) * sizeof(T) + 2 * 1024 + 2 * compute_wgs * c_view::bytes;
   static_assert(tp::diagnostic::smem_over_budget<smem_bytes, tp::smem_capacity>::ok);
 
+  /// `partials`: a workspace of partial_slots(grid) slots of partial_floats floats, which
+  /// lets the last wave be split by stream-K; without one, it runs whole tiles.
   static matmul_ws_kernel make(long long M, long long N, long long K, int group = 8, tile_order order = tile_order::grouped,
-                               Epilogue epi = {}) {
+                               Epilogue epi = {}, tp::partials_ref partials = {}) {
     const int rows_of_clusters = static_cast<int>((M + BM * Cluster - 1) / (BM * Cluster));
     const int tiles_n = static_cast<int>((N + BN - 1) / BN);
     return {rows_of_clusters * Cluster, tiles_n, static_cast<int>((K + BK - 1) / BK),
-            tp::tile_order_plan(rows_of_clusters, tiles_n, group), order, epi};
+            tp::tile_order_plan(rows_of_clusters, tiles_n, group), order, epi, partials};
   }
-  /// One CTA per SM (or per tile, when there are fewer tiles), in clusters of Cluster.
+  /// One CTA per SM (or per tile, when there are fewer tiles and no stream-K split), in
+  /// clusters of Cluster.
   tp::launch_config config(int sms) const {
-    const int ctas = tiles_m * tiles_n < sms ? tiles_m * tiles_n : sms / Cluster * Cluster;
+    const bool fewer = tiles_m * tiles_n < sms && !schedule(sms / Cluster).streams();
+    const int ctas = fewer ? tiles_m * tiles_n : sms / Cluster * Cluster;
     return {.grid = {ctas}, .smem_bytes = smem_bytes, .cluster = Cluster};
   }
 };

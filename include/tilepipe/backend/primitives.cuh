@@ -26,7 +26,10 @@
 #include "sm90/wgmma.cuh"
 #else
 #include "interpret/cta.hpp"
+#include "interpret/grid_runner.hpp"
 #include "interpret/tma.hpp"
+
+#include <atomic>
 #endif
 
 namespace tilepipe::prim {
@@ -98,6 +101,39 @@ TP_HD TP_FORCEINLINE void cluster_sync() {
 TP_HD TP_FORCEINLINE void warpgroup_sync() {
 #if TP_DEVICE_PASS
   sm90::named_barrier_sync(warpgroup_barrier_base + warpgroup_index(), warpgroup_size);
+#endif
+}
+
+// ---- flags between CTAs ----------------------------------------------------------------
+
+/// leader: sets a flag in global memory to 1, a release at GPU scope: another CTA that
+/// sees the 1 (flag_acquire_reset) sees every global write this warpgroup made before the
+/// warpgroup_sync that precedes the call.
+TP_HD TP_FORCEINLINE void flag_release(unsigned* flag) {
+#if TP_DEVICE_PASS
+  sm90::flag_release(flag);
+#else
+  std::atomic_ref<unsigned>(*flag).store(1, std::memory_order_release);
+#endif
+}
+
+/// leader: waits until a flag is 1 (an acquire at GPU scope), then clears it for the next
+/// launch. On the GPU the flag's setter must be resident: a CTA of the same persistent
+/// grid. The interpreter runs the grid's next CTAs ahead while the flag is clear, and
+/// reports a deadlock when none is left.
+TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
+#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG_HANGS)
+  sm90::flag_acquire_reset_bounded(flag);
+#elif TP_DEVICE_PASS
+  sm90::flag_acquire_reset(flag);
+#else
+  while (std::atomic_ref<unsigned>(*flag).load(std::memory_order_acquire) == 0) {
+    interpret::grid_runner* grid = interpret::grid_runner::active();
+    if (!grid || !grid->run_next())
+      throw error("tilepipe: waits for a flag that no CTA of the grid sets (every other CTA has run or is waiting): "
+                  "on the GPU this would hang");
+  }
+  std::atomic_ref<unsigned>(*flag).store(0, std::memory_order_relaxed);
 #endif
 }
 

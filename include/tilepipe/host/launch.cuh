@@ -13,6 +13,7 @@
 #pragma once
 
 #include "../backend/interpret/cta.hpp"
+#include "../backend/interpret/grid_runner.hpp"
 #include "../context.cuh"
 #include "../core/refs.cuh"
 #include "device.cuh"
@@ -210,12 +211,13 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
     std::shuffle(order.begin(), order.end(), rng);
   }
   const std::string name = kernel_name<K>();
-  int number = 0;
-  for (const auto& c : order) {
+  // CTA i of `order`; a CTA that waits for another's flag may run the next ones ahead.
+  auto run_one = [&](std::size_t number) {
+    const auto& c = order[number];
     std::string cta_name = "(" + std::to_string(c[0]) + (cl > 1 ? ".." + std::to_string(c[0] + cl - 1) : "");
     for (std::size_t a = 1; a < cfg.grid.size(); ++a) cta_name += ", " + std::to_string(c[a]);
     cta_name += ")";
-    interpret::cta_state st(nt, smem, opt, name, cta_name, number++, cl);
+    interpret::cta_state st(nt, smem, opt, name, cta_name, static_cast<int>(number), cl);
     std::vector<std::thread> threads;
     for (int i = 0; i < nt * cl; ++i)
       threads.emplace_back([&, i] {
@@ -237,6 +239,9 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
     for (auto& t : threads) t.join();
     if (st.sched.aborted()) throw error("tilepipe: kernel " + name + ", CTA " + cta_name + ": " + st.sched.reason());
     st.check_exit();
+  };
+  interpret::grid_runner grid(order.size(), run_one);
+  while (grid.run_next()) {
   }
 }
 

@@ -67,6 +67,19 @@ TP_DEVICE TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+/// Sets a global flag to 1 with release semantics at GPU scope.
+TP_DEVICE TP_FORCEINLINE void flag_release(unsigned* flag) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
+}
+
+/// Spins until a global flag is 1 (acquire at GPU scope), then clears it.
+TP_DEVICE TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
+  unsigned v;
+  do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  while (v == 0);
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(0u) : "memory");
+}
+
 /// Orders this thread's generic-proxy SMEM writes before later async-proxy (TMA) reads.
 TP_DEVICE TP_FORCEINLINE void fence_proxy_async_smem() { ptx::fence_proxy_async(ptx::space_shared); }
 

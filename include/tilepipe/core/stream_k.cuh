@@ -1,0 +1,91 @@
+// Stream-K for the last, partial wave of a persistent loop over tiles.
+//
+// A persistent kernel with W workers (CTAs, or clusters) and U tiles of S steps each runs
+// U / W full waves and then a partial one: U % W tiles while the other workers idle for a
+// whole tile. Stream-K (Osama et al., 2023) spreads the partial wave's U % W * S steps
+// evenly over all W workers instead; a tile split between workers is finished by the
+// worker that runs its last step (its owner), after adding the partial sums the others
+// left in global memory.
+//
+// Each worker runs its full tiles first, then its range of the stream-K steps, which
+// covers the end of one tile, whole tiles, and the start of another. It runs those pieces
+// from the last to the first: the start of a tile it does not own comes first, so the
+// partial sum its owner will need is published early; the end of the tile it owns comes
+// last, when the lower workers that hold that tile's other pieces are long done. So an
+// owner waits only for lower-numbered workers, never the reverse: no cycle on the GPU, and
+// the interpreter, which runs CTAs one at a time in index order, meets every partial sum
+// before it is needed.
+#pragma once
+
+#include "config.cuh"
+#include "error.cuh"
+
+namespace tilepipe {
+
+/// One piece of a worker's work: steps [k_begin, k_end) of the tile-th tile of the loop.
+struct work_unit {
+  int tile;
+  int k_begin, k_end;
+  /// The piece does not reach the tile's last step: leave its partial sum in the
+  /// worker's slot for the owner, and publish it.
+  bool publishes;
+  /// The owner adds the partial sums of workers first_contributor .. (its own index - 1);
+  /// equal to its own index when the tile is not split.
+  int first_contributor;
+};
+
+/// Which pieces each worker runs. Stream-K is used when it shortens every worker's time by
+/// at least `min_saving` steps (the cost of writing and reading back a partial sum) and
+/// every worker gets at least one step; otherwise the loop is the plain persistent one.
+class stream_k_plan {
+ public:
+  stream_k_plan() = default;
+  TP_HD stream_k_plan(int tiles, int steps_per_tile, int workers, int min_saving)
+      : steps_(steps_per_tile), workers_(workers), dp_tiles_(tiles) {
+    TP_REQUIRE(tiles >= 1 && steps_per_tile >= 1 && workers >= 1,
+               "stream_k_plan: %d tiles of %d steps on %d workers; all three must be positive", tiles, steps_per_tile,
+               workers);
+    const int rest = tiles % workers;
+    const long long saving = static_cast<long long>(workers - rest) * steps_per_tile / workers;
+    if (rest > 0 && saving >= min_saving && static_cast<long long>(rest) * steps_per_tile >= workers) {
+      dp_tiles_ = tiles - rest;
+      sk_steps_ = static_cast<long long>(rest) * steps_per_tile;
+    }
+  }
+
+  /// Whether the last wave is split (and partial sums are exchanged).
+  TP_HD bool streams() const { return sk_steps_ > 0; }
+  /// Tiles 0 .. data_parallel_tiles() - 1 run whole, tile t on worker t % workers.
+  TP_HD int data_parallel_tiles() const { return dp_tiles_; }
+
+  /// How many pieces worker w runs.
+  TP_HD int units(int w) const {
+    const int whole = w < dp_tiles_ ? (dp_tiles_ - w + workers_ - 1) / workers_ : 0;
+    if (!streams()) return whole;
+    return whole + static_cast<int>((end(w) - 1) / steps_ - begin(w) / steps_) + 1;
+  }
+
+  /// Worker w's j-th piece, in the order it runs them (0 <= j < units(w)).
+  TP_HD work_unit unit(int w, int j) const {
+    const int whole = w < dp_tiles_ ? (dp_tiles_ - w + workers_ - 1) / workers_ : 0;
+    if (j < whole) return {w + j * workers_, 0, steps_, false, w};
+    const long long b = begin(w), e = end(w);
+    const long long t = (e - 1) / steps_ - (j - whole);  // the pieces from the last to the first
+    const long long first = t * steps_;
+    const int k_begin = static_cast<int>((b > first ? b : first) - first);
+    const int k_end = static_cast<int>((e < first + steps_ ? e : first + steps_) - first);
+    return {dp_tiles_ + static_cast<int>(t), k_begin, k_end, k_end < steps_, k_begin > 0 ? worker_of(first) : w};
+  }
+
+ private:
+  // Worker w's stream-K steps [begin(w), end(w)), numbered across the split tiles.
+  TP_HD long long begin(int w) const { return w * sk_steps_ / workers_; }
+  TP_HD long long end(int w) const { return (w + 1) * sk_steps_ / workers_; }
+  // The worker whose range holds stream-K step i: the largest w with begin(w) <= i.
+  TP_HD int worker_of(long long i) const { return static_cast<int>(((i + 1) * workers_ - 1) / sk_steps_); }
+
+  int steps_ = 1, workers_ = 1, dp_tiles_ = 0;
+  long long sk_steps_ = 0;
+};
+
+}  // namespace tilepipe
