@@ -3,7 +3,8 @@
 //   bench_matmul_ws [out.json]      (TP_BENCH_ONLY=text: only the cases whose name contains it;
 //                                     TP_BENCH_IDLE=s: let the GPU idle s seconds before each case;
 //                                     TP_BENCH_HOST=1: also print each side's host time per call;
-//                                     TP_BENCH_SHAPES=MxNxK,...: other problems)
+//                                     TP_BENCH_SHAPES=MxNxK,...: other problems;
+//                                     TP_BENCH_SK_MIN=steps: the smallest saving for a stream-K split)
 #include "../examples/matmul_ws/matmul_ws_kernel.cuh"
 #include "cublas_peer.hpp"
 
@@ -37,7 +38,8 @@ void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>&
   if (const char* idle = std::getenv("TP_BENCH_IDLE"))  // a cool GPU runs at its highest clocks
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(idle)));
   const tp::partials_buffer partials(dev, Kernel::partial_slots(dev.multiprocessors()), Kernel::partial_floats);
-  const auto kern = Kernel::make(p.M, p.N, p.K, cfg.group, cfg.order, {}, cfg.stream_k ? partials.ref() : tp::partials_ref{});
+  auto kern = Kernel::make(p.M, p.N, p.K, cfg.group, cfg.order, {}, cfg.stream_k ? partials.ref() : tp::partials_ref{});
+  if (const char* steps = std::getenv("TP_BENCH_SK_MIN")) kern.stream_k_min_steps = std::atoi(steps);
   const tp::launch_config config = kern.config(dev.multiprocessors());
   const auto launch = tp::kernel(kern, config);
   TP_REQUIRE(launch.resident_ctas(dev) >= config.grid[0], "%s: the persistent grid does not fit on the GPU at once", cfg.name);
@@ -65,7 +67,6 @@ void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, cons
   const ws_config configs[] = {{"ws_128x256_s4_g8", 8, tile_order::grouped, 1, false},
                                {"ws_128x256_s4_g8_sk", 8, tile_order::grouped, 1, true},
                                {"ws_128x256_s4_snake8_sk", 8, tile_order::snake, 1, true},
-                               {"ws_128x256_s4_g16_sk", 16, tile_order::grouped, 1, true},
                                {"ws_128x256_s4_c2_g8_sk", 8, tile_order::grouped, 2, true}};
   for (const auto& sh : shapes()) {
     const std::string key = std::string(name) + (BL == b_layout::row_major ? "_rowB_" : "_colB_") + std::to_string(sh[0]) +

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   const bool gpu = dev.is_gpu();
   const long long M = example::flag(argc, argv, "--m", gpu ? 4096 : 264);
   const long long N = example::flag(argc, argv, "--n", gpu ? 4096 : 520);
-  const long long K = example::flag(argc, argv, "--k", gpu ? 4096 : 328);
+  const long long K = example::flag(argc, argv, "--k", gpu ? 4096 : 200);
   const bool f16 = example::flag_str(argc, argv, "--dtype", "bf16") == "f16";
   const bool b_row = example::flag_str(argc, argv, "--b", "row") == "row";
   const bool bias_relu = example::flag(argc, argv, "--bias-relu", 0) != 0;

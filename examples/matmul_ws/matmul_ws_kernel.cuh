@@ -67,7 +67,11 @@ struct matmul_ws_kernel {
   tile_order order = tile_order::grouped;
   Epilogue epilogue{};
   tp::partials_ref partials{};  // stream-K workspace; empty: the last wave runs whole tiles
-  int stream_k_min_steps = 4;   // split the last wave only if that saves each CTA this many steps
+  // Split the last wave only when that saves each CTA this many steps. Measured on an H100
+  // (docs/benchmarks.md, tuning step 33): handing a partial sum over costs about 8 steps of
+  // time, and a split wave realises only part of its nominal saving, because the CTAs that
+  // idle in an unsplit last wave leave their L2 bandwidth to the others.
+  int stream_k_min_steps = 24;
 
   /// Partial-sum slots a grid of `ctas` CTAs needs (one per compute warpgroup).
   static constexpr int partial_slots(int ctas) { return ctas * compute_wgs; }
