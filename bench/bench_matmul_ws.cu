@@ -37,8 +37,9 @@ void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>&
   if (!selected(key, cfg.name)) return;
   if (const char* idle = std::getenv("TP_BENCH_IDLE"))  // a cool GPU runs at its highest clocks
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(idle)));
-  const tp::partials_buffer partials(dev, Kernel::partial_slots(dev.multiprocessors()), Kernel::partial_floats);
-  auto kern = Kernel::make(p.M, p.N, p.K, cfg.group, cfg.order, {}, cfg.stream_k ? partials.ref() : tp::partials_ref{});
+  const auto partials = cfg.stream_k ? tp::partials_buffer(dev, Kernel::partial_slots(dev.multiprocessors()), Kernel::partial_floats)
+                                     : tp::partials_buffer();
+  auto kern = Kernel::make(p.M, p.N, p.K, cfg.group, cfg.order, {}, partials.ref());
   if (const char* steps = std::getenv("TP_BENCH_SK_MIN")) kern.stream_k_min_steps = std::atoi(steps);
   const tp::launch_config config = kern.config(dev.multiprocessors());
   const auto launch = tp::kernel(kern, config);

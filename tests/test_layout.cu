@@ -130,9 +130,10 @@ TEST(Layout, StreamKPlanRunsEveryStepOnceAndOwnersWaitOnlyForLowerWorkers) {
     std::vector<std::vector<int>> publishers(tiles);
     long long most = 0, least = 1LL << 40;
     for (int w = 0; w < workers; ++w) {
+      const tp::stream_k_plan::share mine = plan.worker(w);
       long long split_steps = 0;
-      for (int j = 0; j < plan.units(w); ++j) {
-        const tp::work_unit u = plan.unit(w, j);
+      for (int j = 0; j < mine.units(); ++j) {
+        const tp::work_unit u = mine.unit(j);
         ASSERT_TRUE(u.tile >= 0 && u.tile < tiles && 0 <= u.k_begin && u.k_begin < u.k_end && u.k_end <= steps) << what;
         for (int s = u.k_begin; s < u.k_end; ++s) ++runs[static_cast<std::size_t>(u.tile) * steps + s];
         if (u.tile < plan.data_parallel_tiles()) {

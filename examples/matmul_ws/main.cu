@@ -16,8 +16,9 @@ int run(const tp::device& dev, long long M, long long N, long long K, Epi epi, c
   auto a = tp::tensor<T, 2>::from_host(dev, {M, K}, ha);
   auto b = tp::tensor<T, 2>::from_host(dev, b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
-  tp::partials_buffer partials(dev, kernel::partial_slots(sms), kernel::partial_floats);
-  const auto kern = kernel::make(M, N, K, 8, tile_order::grouped, epi, stream_k ? partials.ref() : tp::partials_ref{});
+  const auto partials = stream_k ? tp::partials_buffer(dev, kernel::partial_slots(sms), kernel::partial_floats)
+                                 : tp::partials_buffer();  // none: the last wave runs whole tiles
+  const auto kern = kernel::make(M, N, K, 8, tile_order::grouped, epi, partials.ref());
   auto c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(dev, a, b);
   const auto hc = c.to_host();
 

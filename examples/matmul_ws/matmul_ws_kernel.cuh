@@ -145,9 +145,9 @@ struct matmul_ws_kernel {
     // The persistent loop: this cluster's tiles (a column of Cluster tiles each) and pieces
     // of tiles, one pipeline of the chain each. Tile rows past the end compute zeros that
     // TMA drops.
-    const tp::stream_k_plan work = schedule(k.axis_size(0) / Cluster);
-    tp::warp_specialized_for<compute_wgs, 40>(k, 0, work.units(worker), 1, [&](int j, tp::pipeline_state state, auto role) {
-      const tp::work_unit u = work.unit(worker, j);
+    const tp::stream_k_plan::share work = schedule(k.axis_size(0) / Cluster).worker(worker);
+    tp::warp_specialized_for<compute_wgs, 40>(k, 0, work.units(), 1, [&](int j, tp::pipeline_state state, auto role) {
+      const tp::work_unit u = work.unit(j);
       const tp::tile_coord c = tile_at(u.tile);
       make({c.m * Cluster + rank, c.n}, u)(k, alloc, state, role, a, b);
     });

@@ -128,7 +128,7 @@ TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
   sm90::flag_acquire_reset(flag);
 #else
   while (std::atomic_ref<unsigned>(*flag).load(std::memory_order_acquire) == 0) {
-    interpret::grid_runner* grid = interpret::grid_runner::active();
+    interpret::grid_runner* grid = interpret::cta().grid;
     if (!grid || !grid->run_next())
       throw error("tilepipe: waits for a flag that no CTA of the grid sets (every other CTA has run or is waiting): "
                   "on the GPU this would hang");

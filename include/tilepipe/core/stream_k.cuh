@@ -39,6 +39,8 @@ struct work_unit {
 /// every worker gets at least one step; otherwise the loop is the plain persistent one.
 class stream_k_plan {
  public:
+  class share;
+
   stream_k_plan() = default;
   TP_HD stream_k_plan(int tiles, int steps_per_tile, int workers, int min_saving)
       : steps_(steps_per_tile), workers_(workers), dp_tiles_(tiles) {
@@ -57,25 +59,8 @@ class stream_k_plan {
   TP_HD bool streams() const { return sk_steps_ > 0; }
   /// Tiles 0 .. data_parallel_tiles() - 1 run whole, tile t on worker t % workers.
   TP_HD int data_parallel_tiles() const { return dp_tiles_; }
-
-  /// How many pieces worker w runs.
-  TP_HD int units(int w) const {
-    const int whole = w < dp_tiles_ ? (dp_tiles_ - w + workers_ - 1) / workers_ : 0;
-    if (!streams()) return whole;
-    return whole + static_cast<int>((end(w) - 1) / steps_ - begin(w) / steps_) + 1;
-  }
-
-  /// Worker w's j-th piece, in the order it runs them (0 <= j < units(w)).
-  TP_HD work_unit unit(int w, int j) const {
-    const int whole = w < dp_tiles_ ? (dp_tiles_ - w + workers_ - 1) / workers_ : 0;
-    if (j < whole) return {w + j * workers_, 0, steps_, false, w};
-    const long long b = begin(w), e = end(w);
-    const long long t = (e - 1) / steps_ - (j - whole);  // the pieces from the last to the first
-    const long long first = t * steps_;
-    const int k_begin = static_cast<int>((b > first ? b : first) - first);
-    const int k_end = static_cast<int>((e < first + steps_ ? e : first + steps_) - first);
-    return {dp_tiles_ + static_cast<int>(t), k_begin, k_end, k_end < steps_, k_begin > 0 ? worker_of(first) : w};
-  }
+  /// Worker w's pieces.
+  TP_HD share worker(int w) const;
 
  private:
   // Worker w's stream-K steps [begin(w), end(w)), numbered across the split tiles.
@@ -87,5 +72,38 @@ class stream_k_plan {
   int steps_ = 1, workers_ = 1, dp_tiles_ = 0;
   long long sk_steps_ = 0;
 };
+
+/// One worker's pieces, its divisions done once: a persistent loop asks for a piece
+/// between two tiles, while the tensor cores wait, and a whole tile then costs no division.
+class stream_k_plan::share {
+ public:
+  /// How many pieces the worker runs.
+  TP_HD int units() const { return units_; }
+  /// The j-th piece, in the order the worker runs them (0 <= j < units()).
+  TP_HD work_unit unit(int j) const {
+    const stream_k_plan& p = plan_;
+    if (j < whole_) return {w_ + j * p.workers_, 0, p.steps_, false, w_};
+    const long long t = last_tile_ - (j - whole_);  // the pieces from the last to the first
+    const long long first = t * p.steps_;
+    const int k_begin = static_cast<int>((b_ > first ? b_ : first) - first);
+    const int k_end = static_cast<int>((e_ < first + p.steps_ ? e_ : first + p.steps_) - first);
+    return {p.dp_tiles_ + static_cast<int>(t), k_begin, k_end, k_end < p.steps_, k_begin > 0 ? p.worker_of(first) : w_};
+  }
+
+ private:
+  friend class stream_k_plan;
+  TP_HD share(const stream_k_plan& p, int w)
+      : plan_(p), w_(w), whole_(w < p.dp_tiles_ ? (p.dp_tiles_ - w + p.workers_ - 1) / p.workers_ : 0), units_(whole_) {
+    if (!p.streams()) return;
+    b_ = p.begin(w), e_ = p.end(w);
+    last_tile_ = (e_ - 1) / p.steps_;
+    units_ += static_cast<int>(last_tile_ - b_ / p.steps_) + 1;
+  }
+  stream_k_plan plan_;
+  int w_, whole_, units_;
+  long long b_ = 0, e_ = 0, last_tile_ = 0;
+};
+
+TP_HD inline stream_k_plan::share stream_k_plan::worker(int w) const { return share(*this, w); }
 
 }  // namespace tilepipe

@@ -20,11 +20,13 @@ struct plain_divisor {
   TP_HD constexpr int div(int n) const { return n / d; }
 };
 
-/// The grouped order, and the snake order when `snake`: bands of `group` tile rows of the
-/// full width (per_band = group * tiles_n tiles); the last band has tail_rows rows.
+/// The grouped order, and the snake order when `snake`: bands of `full_rows` (the group)
+/// tile rows of the full width (per_band = group * tiles_n tiles); the last band has
+/// tail_rows rows.
 template <class Div>
-TP_HD constexpr tile_coord grouped_order(int id, int tiles_m, int tiles_n, int group, const Div& per_band,
-                                         const Div& full_rows, const Div& tail_rows, bool snake) {
+TP_HD constexpr tile_coord grouped_order(int id, int tiles_m, int tiles_n, const Div& per_band, const Div& full_rows,
+                                         const Div& tail_rows, bool snake) {
+  const int group = full_rows.divisor();
   const int band = per_band.div(id);
   const int first_m = band * group;
   const int r = id - band * per_band.divisor();
@@ -34,22 +36,24 @@ TP_HD constexpr tile_coord grouped_order(int id, int tiles_m, int tiles_n, int g
 }
 
 TP_HD constexpr int tail_rows(int tiles_m, int group) { return tiles_m % group ? tiles_m % group : group; }
+
+/// Either order with plain divisions.
+TP_HD constexpr tile_coord plain_grouped_order(int id, int tiles_m, int tiles_n, int group, bool snake) {
+  return grouped_order(id, tiles_m, tiles_n, plain_divisor{group * tiles_n}, plain_divisor{group},
+                       plain_divisor{tail_rows(tiles_m, group)}, snake);
+}
 }  // namespace detail
 
 /// Grouped order: bands of `group` tile rows; inside a band the row index moves fastest,
 /// so consecutive tiles reuse one column block of B and `group` row blocks of A.
 TP_HD constexpr tile_coord grouped_tile_order(int id, int tiles_m, int tiles_n, int group) {
-  return detail::grouped_order(id, tiles_m, tiles_n, group, detail::plain_divisor{group * tiles_n},
-                               detail::plain_divisor{group}, detail::plain_divisor{detail::tail_rows(tiles_m, group)},
-                               false);
+  return detail::plain_grouped_order(id, tiles_m, tiles_n, group, false);
 }
 
 /// Planar snake: like grouped order, but every other band walks the columns backwards,
 /// so the first tiles of a band reuse the B columns the previous band just read.
 TP_HD constexpr tile_coord snake_tile_order(int id, int tiles_m, int tiles_n, int group) {
-  return detail::grouped_order(id, tiles_m, tiles_n, group, detail::plain_divisor{group * tiles_n},
-                               detail::plain_divisor{group}, detail::plain_divisor{detail::tail_rows(tiles_m, group)},
-                               true);
+  return detail::plain_grouped_order(id, tiles_m, tiles_n, group, true);
 }
 
 /// Both orders of one tiles_m x tiles_n grid with their divisions prepared once (see
@@ -59,15 +63,15 @@ class tile_order_plan {
  public:
   tile_order_plan() = default;
   TP_HD tile_order_plan(int tiles_m, int tiles_n, int group)
-      : tiles_m_(tiles_m), tiles_n_(tiles_n), group_(group), per_band_(checked(tiles_m, tiles_n, group) * tiles_n),
+      : tiles_m_(tiles_m), tiles_n_(tiles_n), per_band_(checked(tiles_m, tiles_n, group) * tiles_n),
         full_rows_(group), tail_rows_(detail::tail_rows(tiles_m, group)) {}
 
   TP_HD int tiles() const { return tiles_m_ * tiles_n_; }
   TP_HD tile_coord grouped(int id) const {
-    return detail::grouped_order(id, tiles_m_, tiles_n_, group_, per_band_, full_rows_, tail_rows_, false);
+    return detail::grouped_order(id, tiles_m_, tiles_n_, per_band_, full_rows_, tail_rows_, false);
   }
   TP_HD tile_coord snake(int id) const {
-    return detail::grouped_order(id, tiles_m_, tiles_n_, group_, per_band_, full_rows_, tail_rows_, true);
+    return detail::grouped_order(id, tiles_m_, tiles_n_, per_band_, full_rows_, tail_rows_, true);
   }
 
  private:
@@ -76,7 +80,7 @@ class tile_order_plan {
                "tile_order_plan: %d x %d tiles in groups of %d rows; all three must be positive", tiles_m, tiles_n, group);
     return group;
   }
-  int tiles_m_ = 1, tiles_n_ = 1, group_ = 1;
+  int tiles_m_ = 1, tiles_n_ = 1;  // the group is full_rows_'s divisor
   fast_divmod per_band_, full_rows_, tail_rows_;
 };
 

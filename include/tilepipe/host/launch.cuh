@@ -211,13 +211,15 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
     std::shuffle(order.begin(), order.end(), rng);
   }
   const std::string name = kernel_name<K>();
-  // CTA i of `order`; a CTA that waits for another's flag may run the next ones ahead.
-  auto run_one = [&](std::size_t number) {
+  // Runs CTA `number` of `order`; a CTA that waits for another's flag runs the next ones
+  // ahead through `grid`.
+  interpret::grid_runner grid(order.size(), [&](std::size_t number) {
     const auto& c = order[number];
     std::string cta_name = "(" + std::to_string(c[0]) + (cl > 1 ? ".." + std::to_string(c[0] + cl - 1) : "");
     for (std::size_t a = 1; a < cfg.grid.size(); ++a) cta_name += ", " + std::to_string(c[a]);
     cta_name += ")";
     interpret::cta_state st(nt, smem, opt, name, cta_name, static_cast<int>(number), cl);
+    st.grid = &grid;
     std::vector<std::thread> threads;
     for (int i = 0; i < nt * cl; ++i)
       threads.emplace_back([&, i] {
@@ -239,8 +241,7 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
     for (auto& t : threads) t.join();
     if (st.sched.aborted()) throw error("tilepipe: kernel " + name + ", CTA " + cta_name + ": " + st.sched.reason());
     st.check_exit();
-  };
-  interpret::grid_runner grid(order.size(), run_one);
+  });
   while (grid.run_next()) {
   }
 }

@@ -30,7 +30,6 @@ struct partials_ref {
 /// Every thread of the warpgroup: writes the accumulator into slot i and sets its flag.
 template <int M, int N>
 TP_HD TP_FORCEINLINE void publish_partial(const accumulator<M, N>& acc, const partials_ref& ws, int i) {
-  static_assert(N % 8 == 0, "tilepipe: publish_partial writes 4 registers at a time");
   float* dst = ws.slot(i);
 #if TP_DEVICE_PASS
   const int t = static_cast<int>(threadIdx.x % warpgroup_size);

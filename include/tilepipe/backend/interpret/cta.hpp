@@ -93,6 +93,8 @@ struct warpgroup_state {
   std::vector<std::uint32_t> vacuous_waits;  // barriers it passed before they completed any phase
 };
 
+class grid_runner;
+
 class cta_state {
  public:
   /// num_warpgroups and smem_bytes are per CTA; `cluster` CTAs are simulated together.
@@ -451,6 +453,8 @@ class cta_state {
   const int cluster_size;
   const int wgs_per_cta;
   const std::size_t smem_stride;
+  /// The launch's CTAs that have not run yet (a CTA waiting for another's flag runs them).
+  grid_runner* grid = nullptr;
 
  private:
   static std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }

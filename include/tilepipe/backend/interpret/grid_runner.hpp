@@ -15,13 +15,7 @@ namespace tilepipe::interpret {
 
 class grid_runner {
  public:
-  grid_runner(std::size_t count, std::function<void(std::size_t)> run) : count_(count), run_(std::move(run)) {
-    previous_ = active();
-    active() = this;
-  }
-  ~grid_runner() { active() = previous_; }
-  grid_runner(const grid_runner&) = delete;
-  grid_runner& operator=(const grid_runner&) = delete;
+  grid_runner(std::size_t count, std::function<void(std::size_t)> run) : count_(count), run_(std::move(run)) {}
 
   /// Runs the next CTA that has not run; false when every CTA ran or is running.
   bool run_next() {
@@ -30,17 +24,10 @@ class grid_runner {
     return true;
   }
 
-  /// The launch in progress on this process (launches do not overlap: they are synchronous).
-  static grid_runner*& active() {
-    static grid_runner* g = nullptr;
-    return g;
-  }
-
  private:
   std::size_t count_;
   std::size_t next_ = 0;
   std::function<void(std::size_t)> run_;
-  grid_runner* previous_ = nullptr;
 };
 
 }  // namespace tilepipe::interpret
