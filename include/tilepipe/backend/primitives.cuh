@@ -51,6 +51,15 @@ TP_HD TP_FORCEINLINE bool leader() {
 #endif
 }
 
+/// The warpgroup's first warp (the interpreter runs a warpgroup as one thread: always).
+TP_HD TP_FORCEINLINE bool leader_warp() {
+#if TP_DEVICE_PASS
+  return threadIdx.x % warpgroup_size < 32;
+#else
+  return true;
+#endif
+}
+
 TP_HD TP_FORCEINLINE int warpgroup_index() {
 #if TP_DEVICE_PASS
   return static_cast<int>(threadIdx.x / warpgroup_size);
