@@ -505,12 +505,20 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   // ---- the memory warpgroup --------------------------------------------------------------
 
+  /// Only the first warp fetches and stores: the memory side's work is waits and
+  /// single-thread issues, and three more warps polling the same barriers would only take
+  /// issue slots from the compute warps that share their SM sub-partitions. The other three
+  /// sleep on the warpgroup's barrier until the first is done, so that all four leave
+  /// together (setmaxnreg, after the pipeline, is a warpgroup instruction; compute-sanitizer
+  /// hung when three warps reached it long before the fourth).
   template <class Alloc, class Refs>
   TP_HD void memory_role(Alloc& a, const Refs& refs, bool stop) const {
-    // Only the first warp fetches and stores: the memory side's work is waits and
-    // single-thread issues, and three more warps polling the same barriers would only take
-    // issue slots from the compute warps that share their SM sub-partitions.
-    if (!prim::leader_warp()) return;
+    if (prim::leader_warp()) memory_steps(a, refs, stop);
+    prim::warpgroup_sync();
+  }
+
+  template <class Alloc, class Refs>
+  TP_HD void memory_steps(Alloc& a, const Refs& refs, bool stop) const {
     const long long steps = grid_.steps();
     // Prologue: the first `slots` steps of every input, step by step (every input's block of
     // step 0, then of step 1, ...). Each call starts its own sequence of blocks; slot rotation
