@@ -2,6 +2,8 @@
 // float64 host references (small sizes in the interpreter, larger on the GPU).
 #include "test_util.hpp"
 
+#include <cstring>
+
 #include "examples/elementwise/elementwise_kernel.cuh"
 #include "examples/matmul/matmul_kernel.cuh"
 #include "examples/matmul_ws/matmul_ws_kernel.cuh"
@@ -90,6 +92,48 @@ TEST(Examples, MatmulWsStreamK) {
   check_matmul_ws<tp::f16, b_layout::col_major>(392 * s, 264 * s, 200, true, tile_order::snake, true);
   check_matmul_ws<tp::bf16, b_layout::col_major>(130, 1000 * s, 456, false, tile_order::grouped, true);
   check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 2>(264 * s, 776 * s, 328, false, tile_order::grouped, true);
+}
+
+// C with a leading dimension wider than N: the kernels write exactly the M x N view and
+// leave the padding of every row alone (TMA alone would write it up to 16-byte chunks).
+template <class Kernel>
+void check_padded_c(Kernel kern, tp::launch_config cfg, long long M, long long N, long long K, long long ldc) {
+  using T = tp::bf16;
+  const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(N * K);  // B column-major (N x K)
+  const auto sentinel = test::random_values<T>(M * ldc, test::fresh_seed(), 40.0f, 50.0f);
+  auto a = tp::tensor<T, 2>::from_host(test::dev(), {M, K}, ha);
+  auto b = tp::tensor<T, 2>::from_host(test::dev(), {N, K}, hb);
+  auto c = tp::tensor<T, 2>::from_host(test::dev(), {M, ldc}, sentinel);
+  auto cv = tp::tensor_view<T, 2>::wrap(c.data(), {M, N}, test::on_gpu());
+  cv.stride[0] = ldc;
+  tp::kernel(kern, cfg)(test::dev(), a, b, cv);
+  const auto hc = c.to_host();
+  std::vector<T> inside;
+  std::vector<double> ref;
+  long long clobbered = 0;
+  for (long long i = 0; i < M; ++i)
+    for (long long j = 0; j < ldc; ++j) {
+      if (j >= N) {
+        clobbered += std::memcmp(&hc[i * ldc + j], &sentinel[i * ldc + j], sizeof(T)) != 0;
+        continue;
+      }
+      double r = 0;
+      for (long long kk = 0; kk < K; ++kk) r += double(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[j * K + kk]);
+      ref.push_back(r);
+      inside.push_back(hc[i * ldc + j]);
+    }
+  EXPECT_LT(test::rel_error(inside, ref), 1e-2) << M << "x" << N << "x" << K;
+  EXPECT_EQ(clobbered, 0) << "elements of C's padding overwritten";
+}
+
+TEST(Examples, MatmulWritesExactlyAPaddedC) {
+  for (auto [M, N, ldc] : {std::array<long long, 3>{129, 257, 264}, {64, 57, 72}, {3, 1, 8}}) {
+    const long long K = 136;
+    const auto plain = matmul_kernel<tp::bf16, 128, 256, 3, 2, b_layout::col_major>::make(M, N, K, 4);
+    check_padded_c(plain, plain.config(), M, N, K, ldc);
+    const auto ws = matmul_ws_kernel<tp::bf16, tp::bf16, 128, 256, 3, b_layout::col_major>::make(M, N, K, 2);
+    check_padded_c(ws, ws.config(test::on_gpu() ? test::dev().multiprocessors() : 2), M, N, K, ldc);
+  }
 }
 
 TEST(Examples, MatmulShapes) {

@@ -163,6 +163,77 @@ TEST(PlantedBugs, AsyncWgmmaWithDelayReleaseRunsClean) {
     for (int steps : {1, 2, 3, 5}) EXPECT_EQ(run_in_flight_matmul<1>(test::interpreter(m), steps), "") << steps;
 }
 
+// ---- manual consumed barriers: a block released while the wgmma reading it runs ---------
+
+template <bool WaitFirst>
+struct manual_release_matmul {  // C = A * B over K, the body releasing its blocks itself
+  static constexpr int num_threads = 2;
+  using tile_t = tp::tile<tp::block<64, 64>, tp::swizzle<128>>;
+  int k_steps;
+
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<tp::bf16, 2, tile_t> a, tp::gmem<tp::bf16, 2, tile_t> b,
+                        tp::gmem<tp::bf16, 2, tile_t> c) const {
+    tp::accumulator<64, 64> acc;
+    auto body = [&acc](auto, auto a_smem, auto b_smem, auto a_done, auto b_done) {
+      tp::wgmma(acc, a_smem, b_smem);
+      if constexpr (WaitFirst) tp::wgmma_wait<0>();
+      else tp::wgmma_wait<1>();  // the group stays in flight, yet the blocks are released below
+      a_done.arrive();
+      b_done.arrive();
+    };
+    auto context = tp::compute_context([&](auto pipeline) {
+      acc = tp::zeros<float, 64, 64>();
+      pipeline();
+      tp::wgmma_wait<0>(acc);
+      auto c_smem = k.alloc_per_thread<tp::smem<tp::bf16, tile_t>>();
+      tp::store(c_smem, acc);
+      tp::commit_smem();
+      tp::copy_smem_to_gmem(c_smem, c, tp::idx(0, 0));
+      tp::wait_smem_to_gmem<0>();
+    });
+    tp::emit_pipeline_warp_specialized(
+        body, tp::grid(k_steps),
+        tp::in_specs(tp::spec<tile_t>([](auto kk) { return tp::idx(0, kk); }),
+                     tp::spec<tile_t>([](auto kk) { return tp::idx(kk, 0); })),
+        tp::out_specs(), tp::num_compute_wgs<1>, tp::memory_registers<40>, tp::max_concurrent_steps<2>,
+        tp::manual_consumed_barriers, context)(k, a, b);
+  }
+};
+
+template <bool WaitFirst>
+std::string run_manual_release(const tp::device& dev, int k_steps) {
+  const long long K = 64LL * k_steps;
+  const auto ha = test::random_values<tp::bf16>(static_cast<std::size_t>(64 * K));
+  const auto hb = test::random_values<tp::bf16>(static_cast<std::size_t>(K * 64));
+  auto a = tp::tensor<tp::bf16, 2>::from_host(dev, {64, K}, ha);
+  auto b = tp::tensor<tp::bf16, 2>::from_host(dev, {K, 64}, hb);
+  return test::error_of([&] {
+    const auto hc = tp::kernel(manual_release_matmul<WaitFirst>{k_steps}, {}, tp::out_type<tp::bf16>(64, 64))(dev, a, b).to_host();
+    std::vector<double> ref(64 * 64, 0.0);
+    for (int i = 0; i < 64; ++i)
+      for (long long kk = 0; kk < K; ++kk)
+        for (int j = 0; j < 64; ++j) ref[i * 64 + j] += double(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[kk * 64 + j]);
+    if (!(test::rel_error(hc, ref) < 1e-2)) throw tp::error("wrong result");
+  });
+}
+
+TEST(PlantedBugs, ManualReleaseWhileWgmmaReads) {
+  TP_INTERPRETER_ONLY();
+  for (copy_mode m : test::all_copy_modes) {
+    const std::string err = run_manual_release<false>(test::interpreter(m), 4);
+    EXPECT_NE(err.find("race [released while a wgmma reads]"), std::string::npos) << test::mode_name(m) << ": " << err;
+    EXPECT_NE(err.find("consumed (manual) barrier of operand"), std::string::npos) << err;
+    EXPECT_NE(err.find("after tp::wgmma_wait"), std::string::npos) << err;
+    EXPECT_EQ(err.find("delay_release"), std::string::npos) << err;
+  }
+}
+
+TEST(PlantedBugs, ManualReleaseAfterWgmmaWaitRunsClean) {
+  TP_INTERPRETER_ONLY();
+  for (copy_mode m : test::all_copy_modes)
+    for (int steps : {1, 3, 5}) EXPECT_EQ(run_manual_release<true>(test::interpreter(m), steps), "") << steps;
+}
+
 // ---- wgmma reading an operand the warpgroup wrote itself (e.g. softmax probabilities) ---
 
 enum class operand_bug { none, missing_fence, rewritten_while_read };

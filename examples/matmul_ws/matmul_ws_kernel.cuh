@@ -91,6 +91,7 @@ struct matmul_ws_kernel {
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
                         tp::gmem<TC, 2, c_tile> c) const {
     const int ci = tp::compute_index(k, compute_wgs);
+    const int a_row_blocks = static_cast<int>((a.shape[0] + BM - 1) / BM);
     tp::accumulator<WM, BN> acc;  // lives in the compute warpgroups only
 
     auto step = [&acc, ci](auto, auto a_smem, auto b_smem) {
@@ -124,7 +125,9 @@ struct matmul_ws_kernel {
           tp::copy_smem_to_gmem(buf, c, tp::idx((t.m * BM + ci * WM) / EM + rb, t.n * (BN / EN) + cb));
         });
       });
-      auto a_map = [t, k0 = u.k_begin](auto kk) { return tp::idx(t.m, k0 + kk); };
+      // A tile row past the matrix's edge (the last cluster's spare CTAs) reads the last
+      // row block instead: its results are never stored, and an index map must stay inside.
+      auto a_map = [m = t.m < a_row_blocks ? t.m : a_row_blocks - 1, k0 = u.k_begin](auto kk) { return tp::idx(m, k0 + kk); };
       auto b_map = [t, k0 = u.k_begin](auto kk) {
         if constexpr (BL == b_layout::row_major) return tp::idx(k0 + kk, t.n);
         else return tp::idx(t.n, k0 + kk);
@@ -143,8 +146,8 @@ struct matmul_ws_kernel {
       c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
 
     // The persistent loop: this cluster's tiles (a column of Cluster tiles each) and pieces
-    // of tiles, one pipeline of the chain each. Tile rows past the end compute zeros that
-    // TMA drops.
+    // of tiles, one pipeline of the chain each. The stores of tile rows past the end fall
+    // outside C, and TMA drops them.
     const tp::stream_k_plan::share work = schedule(k.axis_size(0) / Cluster).worker(worker);
     tp::warp_specialized_for<compute_wgs, 40>(k, 0, work.units(), 1, [&](int j, tp::pipeline_state state, auto role) {
       const tp::work_unit u = work.unit(j);

@@ -18,6 +18,7 @@ struct grid_info {
   int extent[max_grid_rank] = {1, 1, 1};
   char names[max_grid_rank][max_axis_name] = {};
   int num_warpgroups = 1;
+  failure_channel failure;  // where failed checks report on the GPU
 };
 
 class kernel_context {
@@ -37,6 +38,9 @@ class kernel_context {
   TP_HD int thread_index() const { return prim::warpgroup_index(); }
   TP_HD int num_threads() const { return grid_->num_warpgroups; }
 
+  /// Where failed device-side checks report on the GPU (prim::fail).
+  TP_HD const failure_channel& failure() const { return grid_->failure; }
+
   /// Synchronises all warpgroups of the CTA.
   TP_HD void sync_threads() const { prim::named_barrier_sync(prim::cta_barrier_id, warpgroup_size * num_threads()); }
 
@@ -50,6 +54,8 @@ class kernel_context {
 
   /// True in exactly one thread of the CTA: the one that issues CTA-wide copies.
   TP_HD bool cta_leader() const { return prim::leader() && thread_index() == 0; }
+  /// True in the leader's warp.
+  TP_HD bool cta_leader_warp() const { return prim::leader_warp() && thread_index() == 0; }
 
   /// Allocates `bytes` of shared memory, 1024-byte aligned. Every warpgroup must make the
   /// same allocations in the same order (they then agree on the addresses).
@@ -57,9 +63,10 @@ class kernel_context {
     const std::uint32_t start = (smem_top_ + static_cast<std::uint32_t>(smem_alignment) - 1) &
                                 ~static_cast<std::uint32_t>(smem_alignment - 1);
     if (start + bytes > smem_size_)
-      TP_FAIL("shared memory over budget: %s needs %u bytes at offset %u, but the kernel has %u bytes of "
-              "dynamic shared memory (launch option smem_bytes; the device allows %u)",
-              what, bytes, start, smem_size_, static_cast<unsigned>(smem_capacity));
+      prim::fail(grid_->failure,
+                 "shared memory over budget: %s needs %u bytes at offset %u, but the kernel has %u bytes of "
+                 "dynamic shared memory (launch option smem_bytes; the device allows %u)",
+                 what, bytes, start, smem_size_, static_cast<unsigned>(smem_capacity));
     smem_top_ = start + bytes;
     prim::name_smem(smem_ + start, bytes, what);  // for the interpreter's reports
     return smem_ + start;
@@ -91,7 +98,7 @@ class kernel_context {
       while (i < max_axis_name && name[i] != 0 && name[i] == grid_->names[a][i]) ++i;
       if (i < max_axis_name && name[i] == 0 && grid_->names[a][i] == 0) return a;
     }
-    TP_FAIL("no grid axis is named '%s'", name);
+    prim::fail(grid_->failure, "no grid axis is named '%s'", name);
     return 0;
   }
 

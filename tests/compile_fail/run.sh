@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compile-fail tests: every snippet here must fail to compile, and the compiler's output
-# must contain the message its first line names ("// expect: ...").
+# must contain the message its first line names ("// expect: ..."); a second line
+# "// max-bytes: N" also bounds the size of the output (a message not buried in errors).
 #   run.sh <c++ compiler> <flags...>
 set -u
 cxx=$1; shift
@@ -8,9 +9,11 @@ dir=$(dirname "$0")
 fail=0
 for f in "$dir"/*.cpp; do
   want=$(head -1 "$f" | sed 's|^// expect: ||')
+  limit=$(sed -n '2s|^// max-bytes: ||p' "$f")
   out=$("$cxx" "$@" -fsyntax-only -x c++ "$f" 2>&1)
   if [ $? -eq 0 ]; then echo "FAIL $(basename "$f"): compiled, but should not"; fail=1
   elif ! grep -qF -- "$want" <<<"$out"; then echo "FAIL $(basename "$f"): no message '$want'"; echo "$out" | grep -m3 error; fail=1
+  elif [ -n "$limit" ] && [ ${#out} -gt "$limit" ]; then echo "FAIL $(basename "$f"): ${#out} bytes of errors, more than $limit"; fail=1
   else echo "ok   $(basename "$f"): $want"; fi
 done
 exit $fail

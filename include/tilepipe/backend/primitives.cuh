@@ -20,6 +20,7 @@
 #if TP_DEVICE_PASS
 #include "sm90/cluster.cuh"
 #include "sm90/debug_hangs.cuh"
+#include "sm90/failure.cuh"
 #include "sm90/stmatrix.cuh"
 #include "sm90/sync.cuh"
 #include "sm90/tma.cuh"
@@ -60,6 +61,31 @@ TP_HD TP_FORCEINLINE bool leader_warp() {
 #endif
 }
 
+/// This thread's lane and the lanes of a warp, for loops a warp shares: lane() + k * warp_lanes().
+/// The interpreter runs a warp (a whole warpgroup) as one thread: lane 0 of 1.
+TP_HD TP_FORCEINLINE int lane() {
+#if TP_DEVICE_PASS
+  return static_cast<int>(threadIdx.x % 32);
+#else
+  return 0;
+#endif
+}
+
+TP_HD TP_FORCEINLINE int warp_lanes() {
+#if TP_DEVICE_PASS
+  return 32;
+#else
+  return 1;
+#endif
+}
+
+/// Orders the memory accesses of the warp's lanes before what any of them does next.
+TP_HD TP_FORCEINLINE void warp_sync() {
+#if TP_DEVICE_PASS
+  __syncwarp();
+#endif
+}
+
 TP_HD TP_FORCEINLINE int warpgroup_index() {
 #if TP_DEVICE_PASS
   return static_cast<int>(threadIdx.x / warpgroup_size);
@@ -82,6 +108,23 @@ TP_HD TP_FORCEINLINE int cluster_size() {
   return sm90::cluster_size();
 #else
   return interpret::cta().cluster_size;
+#endif
+}
+
+/// Fails a runtime check whose message the host must see without a debug build: throws in
+/// the interpreter; on the GPU the first failing thread writes the format and arguments (at
+/// most one string) to the launch's failure record, which the launch reports, and traps.
+template <class... A>
+TP_HD void fail([[maybe_unused]] const failure_channel& channel, const char* format, const A&... args) {
+#if TP_DEVICE_PASS
+#if defined(TILEPIPE_DEBUG)
+  printf("tilepipe: ");
+  printf(format, args...);
+  printf("\n");
+#endif
+  sm90::fail_recorded(channel, format, args...);
+#else
+  detail::throw_formatted(format, args...);
 #endif
 }
 
@@ -337,6 +380,7 @@ void interpret_tma_load(const tma_desc& map, void* dst, const int (&coords)[R], 
   unsigned char* smem = c.smem();
   copy.perform = [&map, co, smem, dst_off] { interpret::tma_load_now(map, co, smem, dst_off); };
   copy.op = c.track_load(interpret::current().wg, map, dst_off, bar_off);
+  c.mark_written(dst_off, copy.bytes);
   interpret::event e{interpret::event::tma_load, 0, interpret::current().wg, dst_off, bar_off, 0, {}};
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
   c.record(e);
@@ -561,12 +605,23 @@ TP_HD TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
 }
 
 /// Fills memory a kernel must write before reading with NaN (interpreter only): an output
-/// block that is read before it was written then shows up in the results. The race
-/// detector sees it as a write by the calling warpgroup.
+/// block read before it was written is reported (by library ops) and shows up in the
+/// results (by raw element access). The race detector sees it as a write by the calling
+/// warpgroup.
 TP_HD TP_FORCEINLINE void poison([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) {
 #if !TP_DEVICE_PASS
-  interpret::cta().note_access(interpret::current().wg, p, bytes, true, "poisoning");
-  std::memset(p, 0xFF, bytes);
+  interpret::cta().poison(interpret::current().wg, p, bytes);
+#endif
+}
+
+/// Says which block of an output the buffer at p holds from now on, for the interpreter's
+/// reports; no code on the GPU.
+template <int R>
+TP_HD TP_FORCEINLINE void note_block([[maybe_unused]] const void* p, [[maybe_unused]] const int (&block)[R]) {
+#if !TP_DEVICE_PASS
+  std::string s = "block (";
+  for (int d = 0; d < R; ++d) s += (d ? ", " : "") + std::to_string(block[d]);
+  interpret::cta().note_contents(p, s + ")");
 #endif
 }
 

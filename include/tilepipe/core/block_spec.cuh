@@ -11,6 +11,9 @@
 #include "index_map.cuh"
 #include "layout.cuh"
 
+#include <type_traits>
+#include <utility>
+
 namespace tilepipe {
 
 template <int N>
@@ -139,6 +142,68 @@ template <class Tile>
 TP_HD constexpr block_spec<Tile, whole_array_map<Tile::block_type::rank>> spec() {
   return {{}};
 }
+
+namespace detail {
+/// Whether an index map can be called with N grid indices (a grid has 1 to 4 axes).
+template <class Map, int N>
+inline constexpr bool map_takes_v = false;
+template <class Map>
+inline constexpr bool map_takes_v<Map, 1> = std::is_invocable_v<const Map&, int>;
+template <class Map>
+inline constexpr bool map_takes_v<Map, 2> = std::is_invocable_v<const Map&, int, int>;
+template <class Map>
+inline constexpr bool map_takes_v<Map, 3> = std::is_invocable_v<const Map&, int, int, int>;
+template <class Map>
+inline constexpr bool map_takes_v<Map, 4> = std::is_invocable_v<const Map&, int, int, int, int>;
+
+/// How many grid indices an index map takes (0: none of 1 to 4).
+template <class Map>
+inline constexpr int map_arity_v = map_takes_v<Map, 1>   ? 1
+                                   : map_takes_v<Map, 2> ? 2
+                                   : map_takes_v<Map, 3> ? 3
+                                   : map_takes_v<Map, 4> ? 4
+                                                         : 0;
+}  // namespace detail
+
+namespace diagnostic {
+// The template arguments of index_map_arity_mismatch name the spec and the two counts.
+template <int Position>
+struct in_spec {};
+template <int Position>
+struct out_spec {};
+template <int Axes>
+struct grid_axes {};
+template <int Indices>
+struct index_map_takes {};
+template <class Spec, class Grid, class Map>
+struct index_map_arity_mismatch {
+  static_assert(sizeof(Spec) == 0,
+                "tilepipe: an index map takes one grid index per axis of the pipeline's grid, and this one takes a "
+                "different number: see the spec (in_spec / out_spec position), grid_axes and index_map_takes in the "
+                "template arguments of this diagnostic");
+  static constexpr bool reported = true;
+};
+
+/// True when every spec's index map takes GridRank indices; else instantiates the
+/// diagnostic for the first that does not (Out: out_specs).
+template <int GridRank, bool Out, int Position = 0, class Spec, class... Rest>
+constexpr bool index_maps_fit(const Spec*, const Rest*... rest) {
+  if constexpr (Spec::in_smem) {
+    using Map = typename Spec::map_type;
+    if constexpr (!detail::map_takes_v<Map, GridRank>) {
+      using where = std::conditional_t<Out, out_spec<Position>, in_spec<Position>>;
+      static_assert(index_map_arity_mismatch<where, grid_axes<GridRank>, index_map_takes<detail::map_arity_v<Map>>>::reported);
+      return false;
+    }
+  }
+  if constexpr (sizeof...(Rest) > 0) return index_maps_fit<GridRank, Out, Position + 1>(rest...);
+  else return true;
+}
+template <int GridRank, bool Out>
+constexpr bool index_maps_fit() {
+  return true;
+}
+}  // namespace diagnostic
 
 /// An operand the pipeline leaves in global memory: the body receives its GMEM ref.
 struct gmem_spec_t {

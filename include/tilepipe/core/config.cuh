@@ -31,6 +31,15 @@
 
 #define TP_FORCEINLINE inline __attribute__((always_inline))
 
+/// Checks that cost time on the device (a block index outside its array, an output block
+/// revisited): always made in the interpreter, on the GPU only in debug builds
+/// (TILEPIPE_DEBUG), where a failed check prints its message and traps.
+#if !TP_DEVICE_PASS || defined(TILEPIPE_DEBUG)
+#  define TP_DEBUG_CHECKS 1
+#else
+#  define TP_DEBUG_CHECKS 0
+#endif
+
 namespace tilepipe {
 
 /// Threads in one warpgroup: the unit that runs a tilepipe kernel "thread" (as in Pallas).
@@ -41,5 +50,7 @@ inline constexpr std::size_t smem_capacity = 227 * 1024;
 inline constexpr std::size_t smem_alignment = 1024;
 /// Largest number of warpgroups per CTA tilepipe supports (4 x 128 = 512 threads).
 inline constexpr int max_warpgroups = 4;
+/// Whether this pass makes the checks of TP_DEBUG_CHECKS.
+inline constexpr bool debug_checks = TP_DEBUG_CHECKS;
 
 }  // namespace tilepipe

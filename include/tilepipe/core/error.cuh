@@ -8,6 +8,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -30,6 +31,47 @@ namespace detail {
   throw error(std::string("tilepipe: ") + buf);
 }
 
+}  // namespace detail
+
+/// A device-side check that failed on the GPU, as the failing thread wrote it into host
+/// memory the launch mapped (the trap that follows leaves the device unusable, so the host
+/// reads it there): the message's printf format, its one string argument and its integer
+/// arguments in order.
+struct device_failure {
+  char format[320];
+  char text[96];
+  long long values[6];
+};
+
+/// Where a launch's device-side checks report on the GPU: the record in mapped host memory
+/// and a word in device memory that the first failing thread claims (empty in the
+/// interpreter, which throws instead).
+struct failure_channel {
+  device_failure* record = nullptr;
+  unsigned* claim = nullptr;
+};
+
+namespace detail {
+/// The message of a device_failure: its format with %s taking the text and every other
+/// conversion an integer argument.
+inline std::string describe(const device_failure& f) {
+  std::string out;
+  int v = 0;
+  for (const char* p = f.format; *p && p < f.format + sizeof f.format; ++p) {
+    if (*p != '%') {
+      out += *p;
+      continue;
+    }
+    const char* q = p + 1;
+    while (*q && std::strchr("0123456789.-+ #lhzjt", *q)) ++q;
+    if (*q == '%') out += '%';
+    else if (*q == 's') out += std::string(f.text, strnlen(f.text, sizeof f.text));
+    else if (*q) out += std::to_string(v < 6 ? f.values[v++] : 0);
+    if (!*q) break;
+    p = q;
+  }
+  return out;
+}
 }  // namespace detail
 
 namespace diagnostic {

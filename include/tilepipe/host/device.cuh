@@ -6,7 +6,10 @@
 #include "../core/error.cuh"
 
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #if TP_HAS_CUDA_COMPILER
 #include <cuda_runtime.h>
@@ -17,14 +20,73 @@ namespace tilepipe {
 enum class backend { gpu, interpret, automatic };
 
 #if TP_HAS_CUDA_COMPILER
-/// Throws tilepipe::error naming the failed CUDA call.
-#define TP_CUDA_CHECK(call)                                                                          \
-  do {                                                                                               \
-    const cudaError_t tp_err_ = (call);                                                              \
-    if (tp_err_ != cudaSuccess)                                                                      \
-      ::tilepipe::detail::throw_formatted("%s failed: %s (%s:%d)", #call, cudaGetErrorString(tp_err_), \
-                                          __FILE__, __LINE__);                                       \
+namespace detail {
+
+/// What the host knows of this process's GPU launches, for error messages: the last launch
+/// (an asynchronous failure surfaces at a later, unrelated call), and each device's failure
+/// channel, made at its first launch.
+struct launch_diary {
+  std::mutex lock;
+  std::string last;                      // "kernel K, grid (...), ..." of the last launch
+  std::vector<failure_channel> channels;  // per device ordinal, as kernels use them
+  std::vector<device_failure*> records;   // the same records, as the host reads them
+};
+
+inline launch_diary& diary() {
+  static launch_diary d;
+  return d;
+}
+
+/// The message a device-side check of any launch recorded ("" if none did).
+inline std::string recorded_failure() {
+  for (const device_failure* r : diary().records)
+    if (r && r->format[0]) return describe(*r);
+  return "";
+}
+
+/// Throws tilepipe::error for a failed CUDA call; an error a kernel left behind names that
+/// kernel and what its failed check recorded.
+[[noreturn]] inline void cuda_failed(const char* call, cudaError_t e, const char* file, int line) {
+  std::string s = std::string(call) + " failed: " + cudaGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")";
+  const std::string failure = recorded_failure();
+  if (!failure.empty()) s += "\n  a kernel's device-side check failed: " + failure;
+  if (!diary().last.empty()) s += "\n  the last kernel launched: " + diary().last;
+  throw error("tilepipe: " + s);
+}
+
+}  // namespace detail
+
+/// Throws tilepipe::error naming the failed CUDA call (and the last kernel launched).
+#define TP_CUDA_CHECK(call)                                                                            \
+  do {                                                                                                 \
+    const cudaError_t tp_err_ = (call);                                                                \
+    if (tp_err_ != cudaSuccess) ::tilepipe::detail::cuda_failed(#call, tp_err_, __FILE__, __LINE__); \
   } while (0)
+
+namespace detail {
+/// The failure channel of the current GPU, made on first use: a record in mapped host
+/// memory (readable after the trap that follows a failure) and a claim word in device memory.
+inline failure_channel current_failure_channel() {
+  int dev = 0;
+  TP_CUDA_CHECK(cudaGetDevice(&dev));
+  auto& d = diary();
+  const std::lock_guard<std::mutex> guard(d.lock);
+  if (d.channels.size() <= static_cast<std::size_t>(dev)) d.channels.resize(dev + 1), d.records.resize(dev + 1);
+  failure_channel& c = d.channels[dev];
+  if (!c.record) {
+    void* host = nullptr;
+    TP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(device_failure), cudaHostAllocMapped));
+    std::memset(host, 0, sizeof(device_failure));
+    void* mapped = nullptr;
+    TP_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
+    TP_CUDA_CHECK(cudaMalloc(&c.claim, sizeof(unsigned)));
+    TP_CUDA_CHECK(cudaMemset(c.claim, 0, sizeof(unsigned)));
+    c.record = static_cast<device_failure*>(mapped);
+    d.records[dev] = static_cast<device_failure*>(host);
+  }
+  return c;
+}
+}  // namespace detail
 #endif
 
 class device {

@@ -186,13 +186,32 @@ void allow_smem(std::size_t bytes) {
 }
 #endif
 
+#if TP_HAS_CUDA_COMPILER
+/// True for the first launch of gpu_entry<K, KP> on the current device.
+template <class K, class KP>
+bool first_launch() {
+  static std::mutex m;
+  static std::vector<bool> launched;  // per device ordinal
+  int dev = 0;
+  TP_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(m);
+  if (launched.size() <= static_cast<std::size_t>(dev)) launched.resize(dev + 1, false);
+  const bool first = !launched[dev];
+  launched[dev] = true;
+  return first;
+}
+#endif
+
 template <class K>
-std::string kernel_name() {
-  int status = 0;
-  char* n = abi::__cxa_demangle(typeid(K).name(), nullptr, nullptr, &status);
-  std::string s = status == 0 && n ? n : typeid(K).name();
-  std::free(n);
-  return s;
+const std::string& kernel_name() {
+  static const std::string name = [] {
+    int status = 0;
+    char* n = abi::__cxa_demangle(typeid(K).name(), nullptr, nullptr, &status);
+    std::string s = status == 0 && n ? n : typeid(K).name();
+    std::free(n);
+    return s;
+  }();
+  return name;
 }
 
 /// Runs the grid on the host, one cluster of CTAs at a time (a CTA is a cluster of one):
@@ -255,13 +274,47 @@ tensor_view<T, R> as_view(const tensor_view<T, R>& v) {
   return v;
 }
 
-template <class Param, class Arg>
-Param make_gmem_param(const Arg& a, tma_desc* maps, bool gpu, int index) {
-  using T = typename Param::value_type;
-  constexpr int R = Param::rank;
-  static_assert(std::is_convertible_v<const Arg&, tensor_view<T, R>> || std::is_convertible_v<const Arg&, const tensor_view<T, R>&>,
-                "tilepipe: a kernel argument's element type or rank differs from its tp::gmem<T, R, ...> parameter");
-  const tensor_view<T, R> v = as_view(a);
+/// Element type and rank of a launch argument (a tensor or tensor_view).
+template <class A>
+struct argument_traits;
+template <class T, int R>
+struct argument_traits<tensor<T, R>> {
+  using value_type = T;
+  static constexpr int rank = R;
+};
+template <class T, int R>
+struct argument_traits<tensor_view<T, R>> {
+  using value_type = T;
+  static constexpr int rank = R;
+};
+
+}  // namespace launch_detail
+
+namespace diagnostic {
+// The template arguments of argument_mismatch name the argument and both types.
+template <int Index>
+struct kernel_argument {};
+template <class T, int Rank>
+struct parameter_is_gmem {};
+template <class T, int Rank>
+struct argument_is_tensor {};
+template <class Argument, class Parameter, class Given>
+struct argument_mismatch {
+  static_assert(sizeof(Argument) == 0,
+                "tilepipe: a launch argument's element type or rank differs from its tp::gmem<T, R, ...> parameter: "
+                "see kernel_argument, parameter_is_gmem and argument_is_tensor in the template arguments of this "
+                "diagnostic");
+  static constexpr bool reported = true;
+};
+}  // namespace diagnostic
+
+namespace launch_detail {
+
+template <class Param, class T, int R>
+Param make_gmem_param(const tensor_view<T, R>& v, tma_desc* maps, bool gpu, int index) {
+  if (!v.data)
+    detail::throw_formatted("kernel argument %d (tp::gmem<%s, %d>) is a null tensor view: it has no data", index,
+                            dtype_traits<T>::name, R);
   if (v.on_gpu != gpu)
     detail::throw_formatted("kernel argument %d lives in %s memory but the launch runs on the %s", index,
                             v.on_gpu ? "GPU" : "host", gpu ? "GPU" : "interpreter");
@@ -276,6 +329,21 @@ Param make_gmem_param(const Arg& a, tma_desc* maps, bool gpu, int index) {
       },
       typename Param::tile_pointers{});
   return r;
+}
+
+/// The GMEM parameter bound to launch argument `Index`, after checking its type and rank.
+template <class Param, int Index, class Arg>
+Param bind_gmem_argument(const Arg& a, tma_desc* maps, bool gpu) {
+  using T = typename Param::value_type;
+  using given = argument_traits<std::remove_cvref_t<Arg>>;
+  if constexpr (!std::is_same_v<typename given::value_type, T> || given::rank != Param::rank) {
+    static_assert(diagnostic::argument_mismatch<diagnostic::kernel_argument<Index>,
+                                                diagnostic::parameter_is_gmem<T, Param::rank>,
+                                                diagnostic::argument_is_tensor<typename given::value_type, given::rank>>::reported);
+    return Param{};
+  } else {
+    return make_gmem_param<Param>(as_view(a), maps, gpu, Index);
+  }
 }
 
 }  // namespace launch_detail
@@ -373,17 +441,58 @@ class kernel_launcher {
       return;
     }
 #if TP_HAS_CUDA_COMPILER
-    with_gpu_launch(dim3(p->grid.extent[0], p->grid.extent[1], p->grid.extent[2]),
-                    [&](auto entry, const cudaLaunchConfig_t& lc) { TP_CUDA_CHECK(cudaLaunchKernelEx(&lc, entry, *p)); });
-#if defined(TILEPIPE_DEBUG_HANGS)
-    // Debug mode: name the kernel whose barrier wait timed out (the device printed where).
-    if (const cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(cfg_.stream)); e != cudaSuccess)
-      detail::throw_formatted("kernel %s failed: %s. With TILEPIPE_DEBUG_HANGS a trap is usually a barrier wait "
-                              "that timed out; the device printed which one above",
-                              launch_detail::kernel_name<K>().c_str(), cudaGetErrorString(e));
-#endif
+    launch_gpu(*p, smem);
 #endif
   }
+
+#if TP_HAS_CUDA_COMPILER
+  /// "kernel K (grid (2, 1, 1), 3 warpgroups, 232448 bytes of dynamic shared memory)".
+  std::string describe(const kp_type& p, std::size_t smem) const {
+    std::string s = "kernel " + launch_detail::kernel_name<K>() + " (grid (" + std::to_string(p.grid.extent[0]) + ", " +
+                    std::to_string(p.grid.extent[1]) + ", " + std::to_string(p.grid.extent[2]) + ")";
+    if (cfg_.cluster > 1) s += ", clusters of " + std::to_string(cfg_.cluster);
+    return s + ", " + std::to_string(launch_detail::threads_of<K>()) + " warpgroups, " + std::to_string(smem) +
+           " bytes of dynamic shared memory)";
+  }
+
+  /// Launches on the GPU and checks the launch itself. The first launch of each kernel
+  /// type on a device is also waited for (not while a stream is being captured), so that
+  /// what fails in every run of it (shared memory over budget, a device-side check)
+  /// fails here, naming the kernel, rather than at the next unrelated CUDA call.
+  void launch_gpu(kp_type& p, std::size_t smem) const {
+    p.grid.failure = detail::current_failure_channel();
+    const std::string what = describe(p, smem);
+    auto stream = static_cast<cudaStream_t>(cfg_.stream);
+    with_gpu_launch(dim3(p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]),
+                    [&](auto entry, const cudaLaunchConfig_t& lc) {
+                      if (const cudaError_t e = cudaLaunchKernelEx(&lc, entry, p); e != cudaSuccess)
+                        throw error("tilepipe: launching " + what + " failed: " + cudaGetErrorString(e));
+                    });
+    {
+      const std::lock_guard<std::mutex> guard(detail::diary().lock);
+      detail::diary().last = what;
+    }
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    TP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    bool wait = capture == cudaStreamCaptureStatusNone && launch_detail::first_launch<K, kp_type>();
+#if defined(TILEPIPE_DEBUG_HANGS)
+    wait = true;  // name the kernel whose barrier wait timed out (the device printed where)
+#endif
+    if (!wait) return;
+    if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+      std::string s = "tilepipe: " + what + " failed: " + cudaGetErrorString(e);
+      const std::string failure = detail::recorded_failure();
+      if (!failure.empty()) s += ": " + failure;
+#if defined(TILEPIPE_DEBUG_HANGS)
+      s += ". With TILEPIPE_DEBUG_HANGS a trap is usually a barrier wait that timed out; the device printed which one";
+#else
+      if (failure.empty()) s += " (a device-side check traps without a message in release builds: build with "
+                                "TILEPIPE_DEBUG to see it)";
+#endif
+      throw error(s);
+    }
+  }
+#endif
 
   void fill_grid(grid_info& g) const {
     constexpr int nt = launch_detail::threads_of<K>();
@@ -425,7 +534,7 @@ class kernel_launcher {
       static_assert(I < std::tuple_size_v<Bound>, "tilepipe: gmem parameters come before scratch parameters");
       constexpr int offset = map_offset_of<I>(cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{});
       cuda::std::get<I>(p.args) =
-          launch_detail::make_gmem_param<Param>(std::get<I>(bound), p.maps + offset, gpu, static_cast<int>(I));
+          launch_detail::bind_gmem_argument<Param, static_cast<int>(I)>(std::get<I>(bound), p.maps + offset, gpu);
     }
   }
 

@@ -11,12 +11,44 @@
 
 namespace tilepipe {
 
+/// The pipeline operand a block copy serves, for the report of a block outside its array
+/// (operand -1: a kernel's own copy, which TMA clips like any other: it may fall wholly
+/// outside, e.g. the rows of a tile past the matrix's edge, and then moves nothing).
+struct block_site {
+  const char* role = "";  // "input" or "output" of a pipeline
+  int operand = -1;
+  long long step = -1;
+  failure_channel failure{};  // where a failed check reports on the GPU
+};
+
 namespace detail {
+
+/// An index map that returns a block wholly outside the array is a bug (off by a block, a
+/// negative index): TMA would read zeros or drop the store, silently. Partial edge blocks
+/// are fine.
+template <class Tile, class G>
+TP_HD void check_block_inside(const G& g, const index<G::rank>& bi, const block_site& site) {
+  using B = typename Tile::block_type;
+  for (int d = 0; d < G::rank; ++d) {
+    const long long start = B::kind_at(d) == dim_kind::blocked ? static_cast<long long>(bi.v[d]) * B::size_at(d)
+                                                               : static_cast<long long>(bi.v[d]);
+    const long long end = start + B::size_at(d);
+    if (end <= 0 || start >= g.shape[d])
+      prim::fail(site.failure,
+                 "%s %d at pipeline step %lld: its index map returns block index %d in dimension %d, elements "
+                 "[%lld, %lld), wholly outside the array's extent %lld there (partial edge blocks are fine; this is "
+                 "an index map off by a block, or a negative index)",
+                 site.role, site.operand, site.step, bi.v[d], d, start, end, g.shape[d]);
+  }
+}
 
 /// TMA coordinates (innermost first) of the first element of block `bi` of `g`.
 template <class Tile, class G>
-TP_HD TP_FORCEINLINE void block_coords(const G& g, const index<G::rank>& bi, int (&co)[G::rank]) {
+TP_HD TP_FORCEINLINE void block_coords(const G& g, const index<G::rank>& bi, int (&co)[G::rank],
+                                       [[maybe_unused]] const block_site& site) {
   using B = typename Tile::block_type;
+  if constexpr (debug_checks)
+    if (site.operand >= 0) check_block_inside<Tile>(g, bi, site);
 #pragma unroll
   for (int d = 0; d < G::rank; ++d) {
     const long long e = B::kind_at(d) == dim_kind::blocked ? static_cast<long long>(bi.v[d]) * B::size_at(d)
@@ -49,10 +81,10 @@ inline constexpr std::uint32_t block_bytes_v = tile_layout<Tile, static_cast<int
 namespace detail {
 /// Calls f(map, coords, smem_byte_offset, box_number) for every TMA box of block `bi` of Tile.
 template <class Tile, class G, class F>
-TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, F&& f) {
+TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, const block_site& site, F&& f) {
   using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
   int co[G::rank];
-  block_coords<Tile>(g, bi, co);
+  block_coords<Tile>(g, bi, co, site);
   const tma_desc& map = g.template map<Tile>();
 #pragma unroll
   for (int b = 0; b < plan::boxes; ++b) {
@@ -68,8 +100,9 @@ TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, F&&
 
 /// leader: loads block `bi` of `g` into `dst`; completes block_bytes_v transaction bytes on bar.
 template <class Tile, class G>
-TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar) {
-  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off, int) {
+TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar,
+                                           const block_site& site = {}) {
+  detail::for_each_box<Tile>(g, bi, site, [&](const tma_desc& map, const int (&c)[G::rank], int off, int) {
     prim::tma_load(map, static_cast<unsigned char*>(dst) + off, c, bar);
   });
 }
@@ -79,18 +112,88 @@ TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi,
 /// its own barrier at bar's offset, which expects the whole block's bytes).
 template <class Tile, class G>
 TP_HD TP_FORCEINLINE void issue_block_load_multicast(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar,
-                                                     int rank, int ranks) {
+                                                     int rank, int ranks, const block_site& site = {}) {
   const auto mask = static_cast<std::uint16_t>((1u << ranks) - 1);
-  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off, int b) {
+  detail::for_each_box<Tile>(g, bi, site, [&](const tma_desc& map, const int (&c)[G::rank], int off, int b) {
     if (b % ranks == rank) prim::tma_load_multicast(map, static_cast<unsigned char*>(dst) + off, c, bar, mask);
   });
 }
 
-/// leader: stores `src` to block `bi` of `g` (elements outside the tensor are dropped).
+namespace detail {
+/// Whether a TMA store of box `c` writes exactly the tensor's elements. The hardware writes
+/// the innermost dimension of a store in whole 16-byte chunks, so a box that crosses an
+/// innermost extent that is not a multiple of 16 bytes also writes the elements up to the
+/// next 16-byte boundary: a padded row's padding, or the next row of a narrow view.
+TP_HD TP_FORCEINLINE bool tma_store_is_exact(const tma_desc& map, const int* c) {
+  return (map.dims[0] * map.elem_bytes) % 16 == 0 || c[0] + map.box[0] <= map.dims[0];
+}
+
+template <int E>
+struct element_bits;  // an integer type of E bytes, for copying one element
+template <>
+struct element_bits<1> { using type = std::uint8_t; };
+template <>
+struct element_bits<2> { using type = std::uint16_t; };
+template <>
+struct element_bits<4> { using type = std::uint32_t; };
+template <>
+struct element_bits<8> { using type = std::uint64_t; };
+
+/// warp: writes the part of box `c` (at `src` in SMEM, as TMA lays it out) that lies inside
+/// the tensor with ordinary stores, the lanes taking 16-byte chunks of its rows in turn.
+template <class T>
+TP_HD void store_box_exactly(const tma_desc& map, const int* c, const unsigned char* src) {
+  using bits = typename element_bits<sizeof(T)>::type;
+  constexpr int e = static_cast<int>(sizeof(T));
+  const long long inside = map.dims[0] - c[0];  // elements of each row inside the tensor
+  if (inside <= 0) return;
+  long long rows = 1;
+  for (int i = 1; i < map.rank; ++i) rows *= map.box[i];
+  const int row_bytes = map.box[0] * e;
+  const int bytes = static_cast<int>(inside < map.box[0] ? inside : map.box[0]) * e;
+  const int chunks = (bytes + 15) / 16;
+  prim::note_smem_read(src, static_cast<std::size_t>(rows * row_bytes), "store of a block that crosses a ragged edge");
+  const std::uint32_t base = prim::smem_address(src);
+  auto* g = static_cast<unsigned char*>(const_cast<void*>(map.global)) + static_cast<long long>(c[0]) * e;
+  for (long long item = prim::lane(); item < rows * chunks; item += prim::warp_lanes()) {
+    const long long r = item / chunks;
+    const int lo = static_cast<int>(item % chunks) * 16, n = bytes - lo < 16 ? bytes - lo : 16;
+    long long rest = r, goff = lo;
+    bool in = true;
+    for (int i = 1; i < map.rank; ++i) {
+      const long long ci = c[i] + rest % map.box[i];
+      rest /= map.box[i];
+      in = in && ci >= 0 && ci < map.dims[i];
+      goff += ci * map.stride_bytes[i];
+    }
+    if (!in) continue;
+    // Swizzling permutes whole 16-byte chunks of a row: a chunk stays contiguous.
+    const auto* from = src + (swizzle_address(base + static_cast<std::uint32_t>(r * row_bytes + lo), map.swizzle) - base);
+    unsigned char* to = g + goff;
+    if (n == 16 && reinterpret_cast<std::uintptr_t>(to) % 16 == 0) {
+      *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+    } else {
+      for (int b = 0; b < n; b += e) *reinterpret_cast<bits*>(to + b) = *reinterpret_cast<const bits*>(from + b);
+    }
+  }
+  prim::warp_sync();  // every lane has read its chunks before the slot is released
+}
+}  // namespace detail
+
+/// warp (all 32 lanes of the issuing warp): stores `src` to block `bi` of `g`, writing
+/// exactly the elements inside the tensor. Lane 0 issues the TMA stores; a box that crosses
+/// an innermost extent that is not a multiple of 16 bytes is written by the whole warp
+/// with ordinary stores instead (TMA would write past the extent; see tma_store_is_exact).
 template <class Tile, class G>
-TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi, const void* src) {
-  detail::for_each_box<Tile>(g, bi, [&](const tma_desc& map, const int (&c)[G::rank], int off, int) {
-    prim::tma_store(map, static_cast<const unsigned char*>(src) + off, c);
+TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi, const void* src,
+                                            const block_site& site = {}) {
+  detail::for_each_box<Tile>(g, bi, site, [&](const tma_desc& map, const int (&c)[G::rank], int off, int) {
+    const auto* box = static_cast<const unsigned char*>(src) + off;
+    if (detail::tma_store_is_exact(map, c)) {
+      if (prim::lane() == 0) prim::tma_store(map, box, c);
+    } else {
+      detail::store_box_exactly<typename G::value_type>(map, c, box);
+    }
   });
 }
 
@@ -111,8 +214,8 @@ TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, false>& s
   static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename G::value_type>>,
                 "tilepipe: SMEM and GMEM element types differ");
   static_assert(Rows == L::rows, "tilepipe: copy whole blocks (the TMA box covers the full tile)");
+  if (prim::leader_warp()) issue_block_store<typename L::tile_type>(dst, bi, src.base);
   if (prim::leader()) {
-    issue_block_store<typename L::tile_type>(dst, bi, src.base);
     prim::bulk_commit();
     if (prim::no_pipelining()) prim::bulk_wait<0>();
   }

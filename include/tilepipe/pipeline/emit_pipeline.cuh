@@ -18,7 +18,8 @@
 //              store each output whose block changes after s (or s is the last step),
 //              all stores of the step in one bulk group.
 //   epilogue   wait for the stores.
-// Only the CTA's leader thread issues copies and arrives; every thread waits.
+// Only the CTA's leader thread issues copies and arrives (its warp helps with a store that
+// TMA cannot make exactly: ops/copy.cuh); every thread waits.
 // With no_pipelining (TILEPIPE_NO_PIPELINING, or the interpreter option) every fetch is
 // waited for right after it is issued and every store group right after it is committed:
 // the same schedule with all copies synchronous, for bisecting pipelining bugs.
@@ -109,7 +110,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     const std::uint32_t mark = k.smem_mark();
     for_each(ins, [&](auto& op, int i) { op.allocate(k, i); });
     for_each(outs, [&](auto& op, int i) { op.allocate(k, i); });
-    const bool leader = k.cta_leader();
+    const bool leader = k.cta_leader(), leader_warp = k.cta_leader_warp();
     const int threads = warpgroup_size * k.num_threads();
     auto sync_all = [threads] { prim::named_barrier_sync(prim::cta_barrier_id, threads); };
     if (leader) {
@@ -132,7 +133,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       prim::annotate_step(s);
       for_each(ins, [&](auto& op, int) { op.consume(at, s); });
       bool new_output = false;
-      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(at, leader); });
+      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(grid_, at, s, leader); });
       if (new_output) sync_all();  // nobody writes a slot before its old store has read it
 
       carry = call_body(at, ins, outs, carry);
@@ -148,15 +149,16 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
 
       if (store) prim::fence_proxy_async();  // the body's SMEM writes, before TMA reads them
       if (store || refill) sync_all();       // every thread is done with the body
-      if (leader) {
-        // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
+      // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
+      if (leader)
         for_each(ins, [&](auto& op, int) {
           if (op.refills_after(s, steps)) op.produce(grid_);
         });
-        if (store) {
-          for_each(outs, [&](auto& op, int j) {
-            if (ends[j]) op.store();
-          });
+      if (store && leader_warp) {
+        for_each(outs, [&](auto& op, int j) {
+          if (ends[j]) op.store(s);
+        });
+        if (leader) {
           prim::bulk_commit();
           if (prim::no_pipelining()) prim::bulk_wait<0>();
         }
@@ -215,6 +217,26 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
   cuda::std::tuple<Outs...> outs_;
 };
 
+/// What a pipeline builder returns when an index map does not fit the grid: the diagnostic
+/// is reported, and calls of it compile to nothing, so no further errors bury the message.
+struct invalid_pipeline {
+  template <class... A>
+  TP_HD explicit invalid_pipeline(A&&...) {}
+  template <class... A>
+  TP_HD void operator()(A&&...) const {}
+  template <class... A>
+  TP_HD int get_allocations(A&&...) const {
+    return 0;
+  }
+};
+
+/// Whether every spec's index map takes one index per grid axis (else reports which does not).
+template <int GridRank, class... Ins, class... Outs>
+constexpr bool index_maps_fit(cuda::std::tuple<Ins...>*, cuda::std::tuple<Outs...>*) {
+  return diagnostic::index_maps_fit<GridRank, false>(static_cast<const Ins*>(nullptr)...) &&
+         diagnostic::index_maps_fit<GridRank, true>(static_cast<const Outs*>(nullptr)...);
+}
+
 template <class... Opts>
 inline constexpr int mcs_option = static_cast<int>(detail::first_set({detail::mcs_of<Opts>...}, 0));
 template <class... Opts>
@@ -228,8 +250,12 @@ template <class Body, int... E, class... Ins, class... Outs, class... Opts>
 TP_HD auto emit_pipeline(Body body, grid_t<E...> grid, in_specs_t<Ins...> ins, out_specs_t<Outs...> outs, Opts...) {
   constexpr int mcs = pipeline_detail::mcs_option<Opts...> ? pipeline_detail::mcs_option<Opts...> : 2;
   constexpr int delay = pipeline_detail::delay_option<Opts...> >= 0 ? pipeline_detail::delay_option<Opts...> : 0;
-  return pipeline_detail::pipeline<mcs, delay, Body, grid_t<E...>, cuda::std::tuple<Ins...>, cuda::std::tuple<Outs...>>(
-      body, grid, ins.specs, outs.specs);
+  constexpr bool fits = pipeline_detail::index_maps_fit<grid_t<E...>::rank>(
+      static_cast<cuda::std::tuple<Ins...>*>(nullptr), static_cast<cuda::std::tuple<Outs...>*>(nullptr));
+  using result = std::conditional_t<
+      fits, pipeline_detail::pipeline<mcs, delay, Body, grid_t<E...>, cuda::std::tuple<Ins...>, cuda::std::tuple<Outs...>>,
+      pipeline_detail::invalid_pipeline>;
+  return result(body, grid, ins.specs, outs.specs);
 }
 
 template <class Body, int... E, class... Ins, class... Opts>

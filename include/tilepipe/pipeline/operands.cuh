@@ -29,9 +29,41 @@ struct input_maxima<cuda::std::tuple<Ops...>> {
   static constexpr int delay = detail::largest({0, Ops::delay...});
 };
 
+#define TP_REVISIT_MESSAGE(block)                                                                            \
+  "output %d: its index map returns block " block " at step %lld, which step %lld visited before, with other "  \
+  "blocks in between: the steps that visit an output block must be consecutive (TPU semantics: a block is "     \
+  "stored when its run of steps ends, and a later visit starts from a fresh buffer, so what it accumulated "     \
+  "would be lost); order the grid so that the axes the output's index map ignores come last"
+
+/// Fails: output `operand`'s block b, visited at step `earlier`, comes back at step s.
+template <int R>
+TP_HD void fail_output_revisit(const failure_channel& f, const index<R>& b, int operand, long long earlier,
+                               long long s) {
+  if constexpr (R == 1) prim::fail(f, TP_REVISIT_MESSAGE("(%d)"), operand, b.v[0], s, earlier);
+  else if constexpr (R == 2) prim::fail(f, TP_REVISIT_MESSAGE("(%d, %d)"), operand, b.v[0], b.v[1], s, earlier);
+  else if constexpr (R == 3)
+    prim::fail(f, TP_REVISIT_MESSAGE("(%d, %d, %d)"), operand, b.v[0], b.v[1], b.v[2], s, earlier);
+  else prim::fail(f, TP_REVISIT_MESSAGE("(%d, %d, %d, %d, ...)"), operand, b.v[0], b.v[1], b.v[2], b.v[3], s, earlier);
+}
+#undef TP_REVISIT_MESSAGE
+
+/// A run of output block b starts at step s: no step before s - 1 may have visited b (the
+/// rule above). O(steps) per run, so made only where debug checks are (the interpreter,
+/// TILEPIPE_DEBUG builds).
+template <class Map, class Grid, class B>
+TP_HD void check_output_run(const failure_channel& f, const Map& map, const Grid& grid, const B& b, long long s,
+                            int operand) {
+  if constexpr (debug_checks) {
+    index<Grid::rank> at{};
+    for (long long t = 0; t + 1 < s; ++t, grid.increment(at))
+      if (apply_index_map(map, at) == b) fail_output_revisit(f, b, operand, t, s);
+  }
+}
+
 /// Slots and release delay of an SMEM operand, from the spec, the pipeline options and,
-/// for static grids, the step count (no more slots than steps).
-template <class Spec, class Grid, int MCS, int DefaultDelay>
+/// for static grids, the step count (no more slots than steps). Outputs are never refilled:
+/// they have no release delay.
+template <class Spec, class Grid, int MCS, int DefaultDelay, bool IsInput = true>
 struct slot_plan {
   static constexpr unsigned axes = Spec::template axes<Grid::rank>();
   static constexpr bool invariant = axes == 0;
@@ -43,7 +75,7 @@ struct slot_plan {
   }();
   static constexpr bool clamped = Grid::is_static && static_steps < wanted;
   static constexpr int slots = clamped ? (static_steps > 0 ? static_cast<int>(static_steps) : 1) : wanted;
-  static constexpr int requested_delay = Spec::delay >= 0 ? Spec::delay : DefaultDelay;
+  static constexpr int requested_delay = !IsInput ? 0 : Spec::delay >= 0 ? Spec::delay : DefaultDelay;
   // An invariant operand is fetched once, and with no more steps than slots nothing is
   // ever refilled: no delay is needed in either case.
   static constexpr int delay = (invariant || clamped) ? 0 : requested_delay;
@@ -59,7 +91,7 @@ struct smem_operand {
   using tile = typename Spec::tile_type;
   using layout = tile_layout<tile, static_cast<int>(sizeof(T))>;
   using view_type = smem_ref<T, layout>;
-  using plan = slot_plan<Spec, Grid, MCS, DefaultDelay>;
+  using plan = slot_plan<Spec, Grid, MCS, DefaultDelay, IsInput>;
   static_assert(Spec::multicast == 1, "tilepipe: multicast specs need emit_pipeline_warp_specialized");
   static constexpr int slots = plan::slots;
   static constexpr int delay = plan::delay;
@@ -76,6 +108,8 @@ struct smem_operand {
 
   const Spec* spec;
   const Gmem* gmem;
+  int operand = 0;  // position among the pipeline's inputs or outputs, for reports
+  failure_channel failure{};
   unsigned char* smem = nullptr;
   std::uint64_t* bars = nullptr;
   prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
@@ -101,10 +135,12 @@ struct smem_operand {
 
   /// Allocates the slots (and barriers) of operand `operand` (its position among the
   /// pipeline's inputs or outputs).
-  TP_HD void allocate(kernel_context& k, int operand) {
+  TP_HD void allocate(kernel_context& k, int position) {
+    operand = position;
+    if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
     smem = k.allocate(smem_bytes, IsInput ? "pipeline input slots" : "pipeline output slots");
     for (int s = 0; s < slots; ++s)
-      prim::name_smem(slot_ptr(s), layout::bytes, IsInput ? "pipeline input" : "pipeline output", operand, s);
+      prim::name_smem(slot_ptr(s), layout::bytes, IsInput ? "pipeline input" : "pipeline output", position, s);
     if constexpr (IsInput) {
       bars = reinterpret_cast<std::uint64_t*>(k.allocate(barrier_bytes, "pipeline barriers"));
       bars_at = prim::barrier_at(bars);
@@ -112,11 +148,11 @@ struct smem_operand {
   }
 
   /// leader: creates the ready barriers (one arrival: the leader's arrive.expect_tx).
-  TP_HD void init_barriers(int operand) const {
+  TP_HD void init_barriers(int position) const {
     if constexpr (IsInput) {
       for (int s = 0; s < slots; ++s) {
         prim::mbarrier_init(bar(s), 1);
-        prim::mbarrier_name(bar(s), "pipeline ready", operand, s);
+        prim::mbarrier_name(bar(s), "pipeline ready", position, s);
       }
     }
   }
@@ -146,7 +182,7 @@ struct smem_operand {
       fill_last = b;
       fill_slot = next_slot(fill_slot, slots);
       prim::mbarrier_arrive_expect_tx(bar(fill_slot), layout::bytes);
-      issue_block_load<tile>(*gmem, b, slot_ptr(fill_slot), bar(fill_slot));
+      issue_block_load<tile>(*gmem, b, slot_ptr(fill_slot), bar(fill_slot), {"input", operand, fill_step, failure});
       if (prim::no_pipelining()) prim::mbarrier_wait(bar(fill_slot), (fill_parity >> fill_slot) & 1u, {fill_slot, fill_step});
       fill_parity ^= 1u << fill_slot;
     }
@@ -159,25 +195,29 @@ struct smem_operand {
 
   // ---- outputs ----
 
-  /// Before the body: a step whose block differs from the last one starts a new run in
-  /// the next slot; the leader first waits until that slot's last store has read it.
-  TP_HD bool begin_run(const index<Grid::rank>& at, bool leader) {
+  /// Before the body of step s: a step whose block differs from the last one starts a new
+  /// run in the next slot; the leader first waits until that slot's last store has read it.
+  TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader) {
     const block_index b = block_at(at);
     if (slot >= 0 && b == last) return false;
     last = b;
     slot = next_slot(slot, slots);
     if (leader) {
+      check_output_run(failure, spec->index_map, grid, b, s, operand);
       prim::bulk_wait_read<slots - 1>();
       prim::poison(slot_ptr(slot), layout::bytes);
     }
+    prim::note_block(slot_ptr(slot), b.v);
     return true;
   }
 
   /// After the body: the run ends at the last step or when the next block differs.
   TP_HD bool run_ends(const index<Grid::rank>& next, bool last_step) const { return last_step || !(block_at(next) == last); }
 
-  /// leader: stores the current slot to the current block.
-  TP_HD void store() const { issue_block_store<tile>(*gmem, last, slot_ptr(slot)); }
+  /// The leader's warp: stores the current slot to the current block (after step s).
+  TP_HD void store(long long s) const {
+    issue_block_store<tile>(*gmem, last, slot_ptr(slot), {"output", operand, s, failure});
+  }
 };
 
 /// An operand left in global memory: the body gets the GMEM ref; nothing is copied.
@@ -195,15 +235,15 @@ struct gmem_operand {
   template <class G>
   TP_HD void produce(const G&) {}
   TP_HD bool refills_after(long long, long long) const { return false; }
-  template <class I>
-  TP_HD bool begin_run(const I&, bool) {
+  template <class G, class I>
+  TP_HD bool begin_run(const G&, const I&, long long, bool) {
     return false;
   }
   template <class I>
   TP_HD bool run_ends(const I&, bool) const {
     return false;
   }
-  TP_HD void store() const {}
+  TP_HD void store(long long) const {}
 };
 
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>

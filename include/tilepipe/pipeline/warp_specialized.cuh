@@ -197,17 +197,23 @@ struct ws_input {
   slot_bits consumed_bits;
   block_index fill_last{};
   index<Grid::rank> fill_at{};
+  long long fill_step = 0;
+  int operand = 0;  // position among the pipeline's inputs, for reports
+  failure_channel failure{};
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
 
-  TP_HD void allocate(kernel_context& k, bool leader, int operand) {
+  TP_HD void allocate(kernel_context& k, bool leader, int position) {
+    operand = position;
+    if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
     smem = k.allocate(slots * slot_bytes, "warp-specialised input slots");
+    for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised input", position, s);
     const auto rings = barrier_rings::allocate(k, slots, "warp-specialised input barriers");
     ready = rings.first;
     consumed = rings.second;
     ready_at = prim::barrier_at(ready);
     consumed_at = prim::barrier_at(consumed);
-    if (leader) rings.init(operand, 1, "ready", arrivals, "consumed");
+    if (leader) rings.init(position, 1, "ready", arrivals, Manual ? "consumed (manual)" : "consumed");
   }
 
   // ---- memory warpgroup ----
@@ -222,12 +228,15 @@ struct ws_input {
       if (consumed_bits.mark_used(fill_slot)) prim::mbarrier_wait(consumed + fill_slot, consumed_bits.flip(fill_slot));
       if (prim::leader()) {
         prim::mbarrier_arrive_expect_tx(ready + fill_slot, layout::bytes);  // the whole block lands here
+        const block_site site{"input", operand, fill_step, failure};
         if constexpr (cluster > 1)
-          issue_block_load_multicast<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot, prim::cluster_rank(), cluster);
-        else issue_block_load<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot);
+          issue_block_load_multicast<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot, prim::cluster_rank(), cluster,
+                                           site);
+        else issue_block_load<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot, site);
       }
     }
     grid.increment(fill_at);
+    ++fill_step;
   }
 
   /// At the end of a chain: waits until every slot this warpgroup filled was released.
@@ -297,7 +306,7 @@ struct ws_output {
   using tile = typename Spec::tile_type;
   using layout = tile_layout<tile, static_cast<int>(sizeof(T))>;
   using view_type = smem_ref<T, layout>;
-  using plan = slot_plan<Spec, Grid, MCS, 0>;
+  using plan = slot_plan<Spec, Grid, MCS, 0, false>;
   using block_index = decltype(apply_index_map(std::declval<typename Spec::map_type>(), index<Grid::rank>{}));
   static constexpr int slots = plan::slots;
   static constexpr int arrivals = 4 * NumCompute;
@@ -317,15 +326,23 @@ struct ws_output {
   slot_bits full_bits;
   block_index store_last{};
   int pending = -1;  // slot of the last committed store not yet freed
+  int operand = 0;   // position among the pipeline's outputs, for reports
+  failure_channel failure{};
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
 
-  TP_HD void allocate(kernel_context& k, bool leader, int operand) {
+  TP_HD void allocate(kernel_context& k, bool leader, int position, int barrier_operand) {
+    operand = position;
+    if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
     smem = k.allocate(slots * slot_bytes, "warp-specialised output slots");
+    for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised output", position, s);
     const auto rings = barrier_rings::allocate(k, slots, "warp-specialised output barriers");
     full = rings.first;
     free_ = rings.second;
-    if (leader) rings.init(operand, arrivals, "output full", 1, "output free");
+    if (leader) {
+      rings.init(barrier_operand, arrivals, "output full", 1, "output free");
+      for (int s = 0; s < slots; ++s) prim::poison(slot_ptr(s), layout::bytes);  // no block written yet
+    }
   }
 
   // ---- compute warpgroups ----
@@ -336,6 +353,7 @@ struct ws_output {
       last = b;
       slot = next_slot(slot, slots);
       if (free_bits.mark_used(slot)) prim::mbarrier_wait(free_ + slot, free_bits.flip(slot));
+      prim::note_block(slot_ptr(slot), b.v);
     }
     return {reinterpret_cast<T*>(slot_ptr(slot)), 0};
   }
@@ -351,16 +369,17 @@ struct ws_output {
 
   /// If the block's run ends at the step `at` (next is the following step), waits until it
   /// is written and stores it; returns whether it stored.
-  TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const index<Grid::rank>& at,
-                            const index<Grid::rank>& next, bool last_step, bool first_of_call) {
+  TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const Grid& grid, const index<Grid::rank>& at,
+                            const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == store_last)) {
+      check_output_run(failure, spec.index_map, grid, b, s, operand);
       store_last = b;
       store_slot = next_slot(store_slot, slots);
     }
     if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
     prim::mbarrier_wait(full + store_slot, full_bits.flip(store_slot));
-    if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(store_slot));
+    issue_block_store<tile>(g, b, slot_ptr(store_slot), {"output", operand, s, failure});  // the memory role's warp
     return true;
   }
 
@@ -428,7 +447,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
                               cuda::std::index_sequence_for<Outs...>{});
     const bool leader = k.cta_leader();
     for_each(a.ins, [&](auto& op, int i) { op.allocate(k, leader, i); });
-    for_each(a.outs, [&](auto& op, int j) { op.allocate(k, leader, static_cast<int>(sizeof...(Ins)) + j); });
+    for_each(a.outs, [&](auto& op, int j) { op.allocate(k, leader, j, static_cast<int>(sizeof...(Ins)) + j); });
     if (leader) prim::fence_barrier_init();
     if constexpr (cluster > 1) {
       TP_REQUIRE(prim::cluster_size() == cluster,
@@ -525,7 +544,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     // and barrier phases carry over from the previous call, so in a chain each fetch waits
     // for the previous pipeline to release a slot, which it does in step order: input by
     // input, the last input's first block would wait for the previous pipeline's last step.
-    for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.fill_at = {}; });
+    for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.fill_at = {}, op.fill_step = 0; });
     for (long long t = 0; t < input_maxima<typename Alloc::in_tuple>::slots && t < steps; ++t)
       for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
         if (t < op.slots) op.produce(spec, g, grid_, t == 0);
@@ -543,7 +562,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       bool stored[sizeof...(Outs) + 1] = {};
       bool any = false;
       for_each_output(a, refs, [&](auto& op, const auto& spec, const auto& g, int j) {
-        any |= stored[j] = op.store_if_ended(spec, g, at, next, last_step, s == 0);
+        any |= stored[j] = op.store_if_ended(spec, g, grid_, at, next, s, last_step, s == 0);
       });
       if (any) {
         if (prim::leader()) prim::bulk_commit();
@@ -583,8 +602,10 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   template <class Alloc, class Refs, class C>
   TP_HD C compute_loop(Alloc& a, const Refs& refs, C carry) const {
     const long long steps = grid_.steps();
+    const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     index<Grid::rank> at{};
     for (long long s = 0; s < steps; ++s) {
+      prim::annotate_step(s);
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
       if (!last_step) grid_.increment(next);
@@ -595,6 +616,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     constexpr int max_delay = input_maxima<typename Alloc::in_tuple>::delay;
     if constexpr (max_delay > 0) prim::wgmma_wait<0>();
     for_each(a.ins, [&](auto& op, int) { op.release_tail(steps); });
+    prim::annotate_step(outer_step);
     return carry;
   }
 
@@ -647,7 +669,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   // With two or more slots per output the memory warpgroup keeps one store in flight while
   // it moves on; with one slot it must wait for the store before the slot is written again.
-  static constexpr int min_out_slots = detail::smallest({2, slot_plan<Outs, Grid, MCS, 0>::slots...});
+  static constexpr int min_out_slots = detail::smallest({2, slot_plan<Outs, Grid, MCS, 0, false>::slots...});
   static constexpr int store_lag = min_out_slots >= 2 ? 1 : 0;
 
   template <class Alloc, class Refs, class F>
@@ -722,8 +744,13 @@ TP_HD auto emit_pipeline_warp_specialized(Body body, grid_t<E...> grid, in_specs
   constexpr int delay = delay_option<Opts...> >= 0 ? delay_option<Opts...> : 0;
   constexpr bool manual = (std::is_same_v<Opts, manual_consumed_barriers_t> || ...);
   auto ctx = pick_context(opts...);
-  return ws_pipeline<nc, mem_regs, mem_idx, mcs, delay, manual, decltype(ctx), Body, grid_t<E...>, cuda::std::tuple<Ins...>,
-                     cuda::std::tuple<Outs...>>(body, grid, ins.specs, outs.specs, ctx);
+  constexpr bool fits = index_maps_fit<grid_t<E...>::rank>(static_cast<cuda::std::tuple<Ins...>*>(nullptr),
+                                                           static_cast<cuda::std::tuple<Outs...>*>(nullptr));
+  using result = std::conditional_t<fits,
+                                    ws_pipeline<nc, mem_regs, mem_idx, mcs, delay, manual, decltype(ctx), Body, grid_t<E...>,
+                                                cuda::std::tuple<Ins...>, cuda::std::tuple<Outs...>>,
+                                    invalid_pipeline>;
+  return result(body, grid, ins.specs, outs.specs, ctx);
 }
 
 /// Runs f(item, state, role) for item = first, first + stride, ... < end (a persistent loop

@@ -91,6 +91,7 @@ struct warpgroup_state {
   wgmma_group wgmma_uncommitted;
   std::vector<wgmma_group> wgmma_groups;
   std::vector<std::uint32_t> vacuous_waits;  // barriers it passed before they completed any phase
+  std::uint32_t last_wait = ~0u;             // the barrier it waited for last (SMEM offset)
 };
 
 class grid_runner;
@@ -185,7 +186,24 @@ class cta_state {
   /// A generic (non-TMA, non-wgmma) access of [p, p + bytes) by warpgroup wg.
   void note_access(int wg, const void* p, std::size_t bytes, bool write, const char* what) {
     const std::uint32_t off = smem_offset(p, bytes, what);
-    if (det_) det_->generic(wg, wgs[wg].step, off, off + static_cast<std::uint32_t>(bytes), write, what);
+    const std::uint32_t end = off + static_cast<std::uint32_t>(bytes);
+    if (write) std::fill(unwritten_.begin() + off, unwritten_.begin() + end, false);
+    else check_written(wg, off, end, what);
+    if (det_) det_->generic(wg, wgs[wg].step, off, end, write, what);
+  }
+
+  /// Fills [p, p + bytes) with NaN and remembers that nothing wrote it yet: a pipeline's
+  /// output slot at the start of a block's run. Reading it before writing is reported.
+  void poison(int wg, void* p, std::size_t bytes) {
+    const std::uint32_t off = smem_offset(p, bytes, "poisoning");
+    if (det_) det_->generic(wg, wgs[wg].step, off, off + static_cast<std::uint32_t>(bytes), true, "poisoning");
+    std::memset(p, 0xFF, bytes);
+    std::fill(unwritten_.begin() + off, unwritten_.begin() + off + bytes, true);
+  }
+
+  /// Names what the region starting at p holds now (an output block), for reports.
+  void note_contents(const void* p, std::string contents) {
+    regions_.note_contents(smem_offset(p, 0, "naming shared memory"), std::move(contents));
   }
 
   void fence_proxy_async(int wg) {
@@ -279,6 +297,7 @@ class cta_state {
     }
     auto& b = barriers_.at(off);
     b.mark_seen(wg);
+    wgs[wg].last_wait = off;
     if (b.completed == 0) {  // parity 1 before any phase: passes at once (the "buffer starts free" idiom)
       auto& v = wgs[wg].vacuous_waits;
       if (std::find(v.begin(), v.end(), off) == v.end()) v.push_back(off);
@@ -340,6 +359,7 @@ class cta_state {
     if (!det_) return 0;
     const std::uint32_t id =
         det_->start(access_kind::tma_load, wg, wgs[wg].step, "completing on barrier " + barriers_.at(bar_off).label(), bar_off);
+    if (auto it = barriers_.find(wgs[wg].last_wait); it != barriers_.end()) det_->note_after(id, it->second.label());
     det_->access(id, box_granules(d, dst_off));
     return id;
   }
@@ -350,6 +370,11 @@ class cta_state {
     const std::uint32_t id = det_->start(access_kind::tma_store, wg, wgs[wg].step, "");
     det_->access(id, box_granules(d, src_off));
     return id;
+  }
+
+  /// TMA load of `bytes` into [off, off + bytes): those bytes are written from now on.
+  void mark_written(std::uint32_t off, long long bytes) {
+    std::fill(unwritten_.begin() + off, unwritten_.begin() + off + bytes, false);
   }
 
   void issue_load(pending_copy c) {
@@ -392,6 +417,7 @@ class cta_state {
   // ---- asynchronous wgmma ----------------------------------------------------------
   /// Queues one wgmma instruction of wg reading the given SMEM granules.
   void issue_wgmma(int wg, std::function<void()> op, const std::vector<std::uint32_t>& granules) {
+    for (std::uint32_t gr : granules) check_written(wg, gr * granule_bytes, (gr + 1) * granule_bytes, "wgmma operand");
     auto& g = wgs[wg].wgmma_uncommitted;
     if (det_) {
       if (!g.race_op) g.race_op = det_->start(access_kind::wgmma, wg, wgs[wg].step, "");
@@ -467,6 +493,22 @@ class cta_state {
     for (long long lin = 0; lin < bytes; lin += granule_bytes)
       granules_.push_back(swizzle_address(base + static_cast<std::uint32_t>(lin), d.swizzle) / granule_bytes);
     return granules_;
+  }
+
+  // A read of bytes that were poisoned as a fresh output block and not written since.
+  void check_written(int wg, std::uint32_t begin, std::uint32_t end, const char* what) const {
+    std::uint32_t lo = begin;
+    while (lo < end && !unwritten_[lo]) ++lo;
+    if (lo == end) return;
+    std::uint32_t hi = lo;
+    while (hi < end && unwritten_[hi]) ++hi;
+    const long long step = wgs[wg].step;
+    detail::throw_formatted(
+        "uninitialised read [output block read before written]: warpgroup %d reads (%s) %s%s before anything wrote "
+        "it. A pipeline does not load its outputs: an output block starts uninitialised at the first step of its run "
+        "(TPU semantics), so the body must write it there first (e.g. initialise an accumulator when the reduction "
+        "index is 0) before reading it",
+        wg, what, regions_.describe(lo, hi).c_str(), step >= 0 ? (" at pipeline step " + std::to_string(step)).c_str() : "");
   }
 
   [[noreturn]] void expect_tx_mismatch(const barrier_state& b, const char* by) const {
@@ -660,6 +702,7 @@ class cta_state {
   smem_regions regions_;
   std::unique_ptr<race_detector> det_;
   std::vector<std::uint32_t> granules_;
+  std::vector<bool> unwritten_ = std::vector<bool>(smem_total_, false);  // poisoned output bytes not written since
 };
 
 /// The warpgroup the calling host thread simulates.

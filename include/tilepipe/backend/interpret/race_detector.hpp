@@ -47,6 +47,7 @@ struct access_op {
   const char* what = "";  // generic accesses: the library operation ("tp::map", ...)
   std::string where;      // asynchronous ones: what it completes on, for reports
   std::uint32_t barrier = 0;  // TMA loads: SMEM offset of their mbarrier
+  std::string after;          // TMA loads: the barrier their issuer waited for last (a slot's release)
   epoch done;                 // the completion epoch; actor -1 while in flight
   std::uint32_t done_phase = 0;  // TMA loads: the phase (1-based count) they completed in
 
@@ -123,6 +124,9 @@ class race_detector {
     op.barrier = barrier;
     return add(std::move(op));
   }
+
+  /// Records which barrier wait preceded asynchronous operation `id` (for reports).
+  void note_after(std::uint32_t id, std::string barrier_label) { ops_[id].after = std::move(barrier_label); }
 
   /// Operation `id` accesses the given granules now (its issuer's clock orders it).
   void access(std::uint32_t id, const std::vector<std::uint32_t>& granules) {
@@ -249,6 +253,11 @@ class race_detector {
                " shared memory that a TMA store may still be reading: wait until the store has read it "
                "(tp::wait_smem_to_gmem<n, true>(), prim::bulk_wait_read<n>()) before rewriting the buffer";
       case access_kind::wgmma:
+        if (l.kind == access_kind::tma_load && l.after.find("consumed (manual)") != std::string::npos)
+          return "race [released while a wgmma reads]: a TMA load overwrites shared memory that a wgmma may still be "
+                 "reading: the slot was released to the memory warpgroup (an arrive on its manual consumed barrier, " +
+                 l.after + ") while the wgmma reading it was still in flight. With manual_consumed_barriers, call "
+                 "consumed.arrive() for a block only after tp::wgmma_wait<n>() has retired the wgmma groups that read it";
         if (l.kind == access_kind::tma_load)
           return "race [missing delay_release]: a TMA load overwrites shared memory that a wgmma may still be reading: "
                  "a pipeline body that leaves wgmma groups in flight (tp::wgmma_wait<1>) needs delay_release >= 1 on "

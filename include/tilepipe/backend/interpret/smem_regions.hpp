@@ -31,12 +31,22 @@ class smem_regions {
     regions_.push_back({offset, offset + bytes, n});
   }
 
-  /// "'pipeline input 0, slot 1' bytes [256, 512) (SMEM offset 4352)" or "SMEM bytes [a, b)".
+  /// Says which block the region that starts at `offset` holds now, e.g. "block (2, 0)".
+  void note_contents(std::uint32_t offset, std::string contents) {
+    for (auto it = regions_.rbegin(); it != regions_.rend(); ++it)
+      if (it->begin == offset) {
+        it->contents = std::move(contents);
+        return;
+      }
+  }
+
+  /// "'pipeline input 0, slot 1' (block (2, 0)) bytes [256, 512) (SMEM offset 4352)" or "SMEM bytes [a, b)".
   std::string describe(std::uint32_t begin, std::uint32_t end) const {
     for (auto it = regions_.rbegin(); it != regions_.rend(); ++it)
       if (begin >= it->begin && begin < it->end) {
-        return "'" + it->name + "' bytes [" + std::to_string(begin - it->begin) + ", " +
-               std::to_string(end - it->begin) + ") (SMEM offset " + std::to_string(begin) + ")";
+        return "'" + it->name + "'" + (it->contents.empty() ? "" : " (" + it->contents + ")") + " bytes [" +
+               std::to_string(begin - it->begin) + ", " + std::to_string(end - it->begin) + ") (SMEM offset " +
+               std::to_string(begin) + ")";
       }
     return "SMEM bytes [" + std::to_string(begin) + ", " + std::to_string(end) + ")";
   }
@@ -45,6 +55,7 @@ class smem_regions {
   struct region {
     std::uint32_t begin, end;
     std::string name;
+    std::string contents;  // what it holds now, when its user said (output blocks)
   };
   std::vector<region> regions_;
 };

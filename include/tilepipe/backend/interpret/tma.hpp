@@ -1,6 +1,10 @@
 // TMA emulated from the tensor-map description: a box of the global tensor is copied to
 // or from shared memory with the swizzle applied to shared addresses, out-of-bounds
-// elements of a load read as zero and out-of-bounds elements of a store are dropped.
+// elements of a load read as zero and out-of-bounds elements of a store are dropped, as
+// the hardware drops them: in whole 16-byte chunks of the innermost dimension, so a store
+// whose box crosses an innermost extent that is not a multiple of 16 bytes also writes
+// the elements up to the next 16-byte boundary (the H100 does; ops/copy.cuh never lets
+// the library issue such a store).
 #pragma once
 
 #include "../../core/tma_desc.cuh"
@@ -10,9 +14,16 @@
 
 namespace tilepipe::interpret {
 
+/// The innermost coordinate up to which a TMA store writes: the extent rounded up to
+/// whole 16-byte chunks.
+inline long long store_extent(const tma_desc& d) {
+  return (d.dims[0] * d.elem_bytes + 15) / 16 * 16 / d.elem_bytes;
+}
+
 /// Visits every element of the box at coords: f(in_bounds, global_byte_offset, smem_linear_byte).
+/// `inner_extent` bounds the innermost dimension (the tensor's, or store_extent).
 template <class F>
-void for_each_box_element(const tma_desc& d, const int* coords, F&& f) {
+void for_each_box_element(const tma_desc& d, const int* coords, long long inner_extent, F&& f) {
   long long count = 1;
   for (int i = 0; i < d.rank; ++i) count *= d.box[i];
   for (long long lin = 0; lin < count; ++lin) {
@@ -21,7 +32,7 @@ void for_each_box_element(const tma_desc& d, const int* coords, F&& f) {
     for (int i = 0; i < d.rank; ++i) {
       const long long c = coords[i] + rest % d.box[i];
       rest /= d.box[i];
-      in = in && c >= 0 && c < d.dims[i];
+      in = in && c >= 0 && c < (i == 0 ? inner_extent : d.dims[i]);
       goff += c * d.stride_bytes[i];
     }
     f(in, goff, lin * d.elem_bytes);
@@ -35,7 +46,7 @@ inline std::uint32_t box_smem_address(const tma_desc& d, std::uint32_t smem_base
 
 inline void tma_load_now(const tma_desc& d, const int* coords, unsigned char* smem, std::uint32_t dst_off) {
   const auto* g = static_cast<const unsigned char*>(d.global);
-  for_each_box_element(d, coords, [&](bool in, long long goff, long long lin) {
+  for_each_box_element(d, coords, d.dims[0], [&](bool in, long long goff, long long lin) {
     unsigned char* dst = smem + box_smem_address(d, dst_off, lin);
     if (in) std::memcpy(dst, g + goff, d.elem_bytes);
     else std::memset(dst, 0, d.elem_bytes);
@@ -44,7 +55,7 @@ inline void tma_load_now(const tma_desc& d, const int* coords, unsigned char* sm
 
 inline void tma_store_now(const tma_desc& d, const int* coords, const unsigned char* smem, std::uint32_t src_off) {
   auto* g = static_cast<unsigned char*>(const_cast<void*>(d.global));
-  for_each_box_element(d, coords, [&](bool in, long long goff, long long lin) {
+  for_each_box_element(d, coords, store_extent(d), [&](bool in, long long goff, long long lin) {
     if (in) std::memcpy(g + goff, smem + box_smem_address(d, src_off, lin), d.elem_bytes);
   });
 }

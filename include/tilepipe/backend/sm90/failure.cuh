@@ -1,0 +1,39 @@
+// A failed device-side check, reported to the host: the first failing thread of a launch
+// writes the message's format and arguments into the host memory the launch mapped, then
+// traps. Plain stores and a system fence: no printf, which is a function call (ptxas then
+// serialises every wgmma of the kernel). Device-only; reached through backend/primitives.cuh.
+#pragma once
+
+#include "../../core/config.cuh"
+#include "../../core/error.cuh"
+
+#include <type_traits>
+
+#if TP_DEVICE_PASS
+namespace tilepipe::sm90 {
+
+TP_DEVICE TP_FORCEINLINE void copy_text(char* to, const char* from, int capacity) {
+  int i = 0;
+  for (; i + 1 < capacity && from[i]; ++i) to[i] = from[i];
+  to[i] = 0;
+}
+
+template <class... A>
+TP_DEVICE void fail_recorded(const failure_channel& ch, const char* format, const A&... args) {
+  if (ch.record && atomicCAS(ch.claim, 0u, 1u) == 0u) {
+    device_failure* f = ch.record;
+    copy_text(f->format, format, sizeof f->format);
+    int v = 0;
+    (
+        [&] {
+          if constexpr (std::is_convertible_v<A, const char*>) copy_text(f->text, args, sizeof f->text);
+          else f->values[v++] = static_cast<long long>(args);
+        }(),
+        ...);
+    __threadfence_system();
+  }
+  __trap();
+}
+
+}  // namespace tilepipe::sm90
+#endif
