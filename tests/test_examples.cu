@@ -7,6 +7,7 @@
 #include "examples/elementwise/elementwise_kernel.cuh"
 #include "examples/matmul/matmul_kernel.cuh"
 #include "examples/matmul_ws/matmul_ws_kernel.cuh"
+#include "examples/softmax/softmax_kernel.cuh"
 
 namespace {
 
@@ -60,6 +61,36 @@ void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = fal
   if (bias_relu)
     for (long long i = 0; i < M * N; ++i) ref[i] = std::max(ref[i] + tp::to_float(hbias[i % N]), 0.0);
   EXPECT_LT(test::rel_error(c, ref), 1e-2) << M << "x" << N << "x" << K;
+}
+
+// Rows padded to 16 bytes (TMA's stride rule), the kernel given a rows x cols view of them.
+template <int WGs, int BC>
+void check_softmax(long long rows, long long cols) {
+  using kernel = softmax_kernel<WGs, BC, 3, 2>;
+  const long long stride = (cols + 7) / 8 * 8;
+  const auto hx = test::random_values<tp::bf16>(rows * stride, test::fresh_seed(), -8.0f, 8.0f);
+  auto x_rows = tp::tensor<tp::bf16, 2>::from_host(test::dev(), {rows, stride}, hx);
+  tp::tensor<tp::bf16, 2> y_rows(test::dev(), {rows, stride});
+  y_rows.poison();
+  auto x = tp::tensor_view<tp::bf16, 2>::wrap(x_rows.data(), {rows, cols}, test::on_gpu());
+  auto y = tp::tensor_view<tp::bf16, 2>::wrap(y_rows.data(), {rows, cols}, test::on_gpu());
+  x.stride = y.stride = {stride, 1};
+  const auto kern = kernel::make(rows, cols);
+  tp::kernel(kern, kern.config())(test::dev(), x, y);
+  const auto hy = y_rows.to_host();
+  std::vector<tp::bf16> out;
+  std::vector<double> ref;
+  for (long long r = 0; r < rows; ++r) {
+    const tp::bf16* xr = &hx[r * stride];
+    double m = -INFINITY, l = 0;
+    for (long long c = 0; c < cols; ++c) m = std::max<double>(m, tp::to_float(xr[c]));
+    for (long long c = 0; c < cols; ++c) l += std::exp(tp::to_float(xr[c]) - m);
+    for (long long c = 0; c < cols; ++c) {
+      out.push_back(hy[r * stride + c]);
+      ref.push_back(std::exp(tp::to_float(xr[c]) - m) / l);
+    }
+  }
+  EXPECT_LT(test::rel_error(out, ref), 1e-2) << rows << "x" << cols;
 }
 
 }  // namespace
@@ -156,4 +187,17 @@ TEST(Examples, Elementwise) {
     for (long long i = 0; i < rows * cols; ++i) ref[i] = 1.5 * tp::to_float(hx[i]) - 0.25;
     EXPECT_LT(test::rel_error(y, ref), 1e-2) << rows << "x" << cols;
   }
+}
+
+// Column counts that are and are not multiples of the column block, below one block and
+// odd (rows padded), and row counts that leave the last row block partly outside the tensor.
+TEST(Examples, Softmax) {
+  const long long s = test::on_gpu() ? 16 : 1;
+  check_softmax<1, 128>(200 * s, 1000);
+  check_softmax<1, 128>(70 * s, 4096);
+  check_softmax<1, 128>(64 * s, 5000);
+  check_softmax<1, 128>(130 * s, 7);
+  check_softmax<2, 64>(300 * s, 333);
+  check_softmax<2, 64>(1, 1);
+  check_softmax<1, 256>(129 * s, 8192 + 24);
 }

@@ -1,4 +1,4 @@
-// The example kernels (examples/matmul, examples/elementwise) in the interpreter with race
+// The example kernels (examples/matmul, examples/elementwise, examples/softmax) in the interpreter with race
 // detection on, in every copy mode and with shuffled CTAs: no report may fire on a correct
 // kernel, and the results must match a float64 reference. Also prints how long the matmul
 // example takes at 256 x 256 x 256 with detection on and off (docs/race-detector.md).
@@ -7,6 +7,7 @@
 #include "examples/elementwise/elementwise_kernel.cuh"
 #include "examples/matmul/matmul_kernel.cuh"
 #include "examples/matmul_ws/matmul_ws_kernel.cuh"
+#include "examples/softmax/softmax_kernel.cuh"
 
 #include <chrono>
 
@@ -79,6 +80,48 @@ TEST(ExamplesInterpreted, ElementwiseRunsCleanInEveryCopyMode) {
     EXPECT_LT((run_elementwise<1, 1>(dev, 100, 512, 2)), 1e-2);
     EXPECT_LT((run_elementwise<2, 1>(dev, 64, 256, 1)), 1e-2);
     EXPECT_LT((run_elementwise<3, 3>(dev, 96, 1024, 5)), 1e-2);  // uneven split: the last CTA gets fewer blocks
+  }
+}
+
+template <int WGs, int BC>
+double run_softmax(const tp::device& dev, long long rows, long long cols) {
+  using T = tp::bf16;
+  using kernel = softmax_kernel<WGs, BC, 3, 2>;
+  const long long stride = (cols + 7) / 8 * 8;  // rows padded to 16 bytes for TMA
+  const auto hx = test::random_values<T>(static_cast<std::size_t>(rows * stride), test::fresh_seed(), -8.0f, 8.0f);
+  auto x_rows = tp::tensor<T, 2>::from_host(dev, {rows, stride}, hx);
+  tp::tensor<T, 2> y_rows(dev, {rows, stride});
+  y_rows.poison();
+  auto x = tp::tensor_view<T, 2>::wrap(x_rows.data(), {rows, cols}, false);
+  auto y = tp::tensor_view<T, 2>::wrap(y_rows.data(), {rows, cols}, false);
+  x.stride = y.stride = {stride, 1};
+  const auto kern = kernel::make(rows, cols);
+  tp::kernel(kern, kern.config())(dev, x, y);
+  const auto hy = y_rows.to_host();
+  std::vector<T> out;
+  std::vector<double> ref;
+  for (long long r = 0; r < rows; ++r) {
+    const T* xr = &hx[r * stride];
+    double m = -INFINITY, l = 0;
+    for (long long c = 0; c < cols; ++c) m = std::max<double>(m, tp::to_float(xr[c]));
+    for (long long c = 0; c < cols; ++c) l += std::exp(tp::to_float(xr[c]) - m);
+    for (long long c = 0; c < cols; ++c) {
+      out.push_back(hy[r * stride + c]);
+      ref.push_back(std::exp(tp::to_float(xr[c]) - m) / l);
+    }
+  }
+  return test::rel_error(out, ref);
+}
+
+TEST(ExamplesInterpreted, SoftmaxRunsCleanInEveryCopyMode) {
+  TP_INTERPRETER_ONLY();
+  for (copy_mode m : test::all_copy_modes) {
+    auto dev = test::interpreter(m);
+    dev.interpreter.shuffle_ctas = m == copy_mode::shuffled;
+    SCOPED_TRACE(test::mode_name(m));
+    EXPECT_LT((run_softmax<2, 64>(dev, 300, 1000)), 1e-2);  // two warpgroups, 16 column blocks
+    EXPECT_LT((run_softmax<1, 128>(dev, 70, 7)), 1e-2);     // one column block, mostly past the row's end
+    EXPECT_LT((run_softmax<1, 128>(dev, 64, 4096)), 1e-2);  // whole column blocks only
   }
 }
 

@@ -1,5 +1,6 @@
 // Register-tile operations against host arithmetic: elementwise math, row reductions and
-// broadcasts, casts, index-aware maps, stores to swizzled SMEM and TMA stores.
+// broadcasts, casts, index-aware maps, stores to swizzled SMEM and TMA stores, and the
+// arithmetic of row vectors (online softmax statistics).
 #include "test_util.hpp"
 
 namespace {
@@ -70,5 +71,77 @@ TEST(Ops, FragmentMathReductionsCastsAndStores) {
       ASSERT_NEAR(tp::to_float(hz[r * N + c]), zw, std::abs(zw) * 1e-2 + 1e-6) << r << "," << c;
       ASSERT_EQ(hu[r * N + c], c <= r ? v : 0.0f);
     }
+  }
+}
+
+namespace {
+
+constexpr int RM = 128, RN = 64;  // two 64-row blocks: row vectors of two slots per thread on the GPU
+using r_tile = tp::tile<tp::block<RM, RN>>;
+
+// Statistics of x kept online over its two column halves, as a softmax over column blocks
+// keeps them, and the other row-vector operations; each result is broadcast into its own
+// 8-column slice of the output: out[:, 8 k : 8 k + 8] = result k.
+struct row_vector_kernel {
+  TP_HD void operator()(tp::kernel_context&, tp::gmem<float, 2, r_tile> x, tp::gmem<float, 2, r_tile> out,
+                        tp::smem<float, r_tile> xs, tp::smem<float, r_tile> os, tp::barriers<1> bar) const {
+    using rv = tp::row_vector<RM>;
+    tp::copy_gmem_to_smem(x, tp::idx(0, 0), xs, bar[0]);
+    tp::barrier_wait(bar[0], 0);
+    const auto left = tp::load<float>(tp::cols<RN / 2>(xs, 0)), right = tp::load<float>(tp::cols<RN / 2>(xs, RN / 2));
+
+    rv m = tp::full<rv>(-INFINITY), l = tp::full<rv>(0.0f);
+    auto add_block = [&](const auto& s) {
+      const rv m_new = tp::max(m, tp::row_max(s));
+      l = l * tp::exp2(m - m_new) + tp::row_sum(tp::exp2(s - m_new));
+      m = m_new;
+    };
+    add_block(left);
+    add_block(right);
+    const rv results[8] = {
+        m,
+        l,
+        tp::map(m, [](float v, int row) { return v + row; }),
+        (2.0f * l - 1.0f) / (l + 3.0f),
+        tp::max(tp::row_max(left), 0.5f) - tp::full<rv>(0.25f),
+        tp::zip(tp::row_max(left), tp::row_max(right), [](float a, float b) { return a * b; }),
+        1.0f / l + m * l,
+        tp::max(tp::row_max(right), tp::row_max(left)) - 3.0f,
+    };
+    for (int k = 0; k < 8; ++k)
+      tp::store(tp::cols<8>(os, 8 * k), tp::broadcast_rows(tp::zeros<float, RM, 8>(), results[k], [](float, float v) { return v; }));
+    tp::commit_smem();
+    tp::copy_smem_to_gmem(os, out, tp::idx(0, 0));
+    tp::wait_smem_to_gmem<0>();
+  }
+};
+
+}  // namespace
+
+TEST(Ops, RowVectorArithmeticAndOnlineStatistics) {
+  const auto hx = test::random_values<float>(RM * RN, test::fresh_seed(), -3.0f, 3.0f);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {RM, RN}, hx);
+  tp::tensor<float, 2> out(test::dev(), {RM, RN});
+  out.poison();
+  tp::kernel(row_vector_kernel{}, {.grid = {1}})(test::dev(), x, out);
+  const auto h = out.to_host();
+  for (int r = 0; r < RM; ++r) {
+    const float* xr = &hx[r * RN];
+    double max_left = -INFINITY, max_right = -INFINITY, l = 0;
+    for (int c = 0; c < RN / 2; ++c) max_left = std::max<double>(max_left, xr[c]);
+    for (int c = RN / 2; c < RN; ++c) max_right = std::max<double>(max_right, xr[c]);
+    const double m = std::max(max_left, max_right);
+    for (int c = 0; c < RN; ++c) l += std::exp2(xr[c] - m);
+    const double want[8] = {m,
+                            l,
+                            m + r,
+                            (2 * l - 1) / (l + 3),
+                            std::max(max_left, 0.5) - 0.25,
+                            max_left * max_right,
+                            1 / l + m * l,
+                            std::max(max_left, max_right) - 3};
+    for (int k = 0; k < 8; ++k)
+      for (int c = 0; c < 8; ++c)
+        ASSERT_NEAR(h[r * RN + 8 * k + c], want[k], 1e-5 * (1 + std::abs(want[k]))) << "result " << k << ", row " << r;
   }
 }

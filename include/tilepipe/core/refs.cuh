@@ -85,29 +85,32 @@ struct gmem_ref {
 // ---------------------------------------------------------------------------------------
 // Shared memory
 
-/// A view of rows [row0, row0 + Rows) of a tile in shared memory. With Transposed, the
-/// logical shape is (Layout::cols, Rows) and element (i, j) is stored at (j, i): the
-/// "transposed view" transform used for wgmma operands.
-template <class T, class Layout, int Rows = Layout::rows, bool Transposed = false>
+/// A view of rows [row0, row0 + Rows) and columns [col0, col0 + Cols) of a tile in shared
+/// memory. With Transposed, the logical shape is (Cols, Rows) and element (i, j) is stored at
+/// (j, i): the "transposed view" transform used for wgmma operands.
+template <class T, class Layout, int Rows = Layout::rows, bool Transposed = false, int Cols = Layout::cols>
 struct smem_ref {
   using value_type = T;
   using layout = Layout;
   static constexpr bool transposed = Transposed;
-  static constexpr int rows = Transposed ? Layout::cols : Rows;  // logical shape
-  static constexpr int cols = Transposed ? Rows : Layout::cols;
+  static constexpr int rows = Transposed ? Cols : Rows;  // logical shape
+  static constexpr int cols = Transposed ? Rows : Cols;
   static constexpr int stored_rows = Rows;
+  static constexpr int stored_cols = Cols;
+  /// Whether the view spans every column of its tile (no column slice).
+  static constexpr bool full_width = Cols == Layout::cols;
   static constexpr int bytes = Layout::bytes;
 
   T* base = nullptr;  // start of the tile (aligned to its swizzle period)
   int row0 = 0;       // first stored row of this view
+  int col0 = 0;       // first stored column of this view
 
   /// Address of logical element (i, j).
   TP_HD T* ptr(int i, int j) const {
     const int r = Transposed ? j : i, c = Transposed ? i : j;
-    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(base) + Layout::offset(row0 + r, c));
+    return reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(base) + Layout::offset(row0 + r, col0 + c));
   }
   TP_HD T& operator()(int i, int j) const { return *ptr(i, j); }
-
 };
 
 /// The SMEM view type of a tile of element type T.
@@ -115,23 +118,41 @@ template <class T, class Tile>
 using smem = smem_ref<T, tile_layout<Tile, static_cast<int>(sizeof(T))>>;
 
 /// Stored rows [start, start + Count) of a view: tp::rows<64>(a_smem, 64 * wg).
-template <int Count, class T, class L, int Rows, bool Tr>
-TP_HD smem_ref<T, L, Count, Tr> rows(const smem_ref<T, L, Rows, Tr>& r, int start) {
+template <int Count, class T, class L, int Rows, bool Tr, int Cols>
+TP_HD smem_ref<T, L, Count, Tr, Cols> rows(const smem_ref<T, L, Rows, Tr, Cols>& r, int start) {
   static_assert(Count <= Rows, "tilepipe: row slice longer than the view");
-  return {r.base, r.row0 + start};
+  return {r.base, r.row0 + start, r.col0};
+}
+
+/// Stored columns [start, start + Count) of a view: tp::cols<64>(x_smem, 64 * j). Swizzling
+/// permutes the 16-byte chunks of each row, and the ops move whole chunks, so a column slice
+/// starts and ends on 16-byte boundaries: Count and start are multiples of 16 / sizeof(T)
+/// elements (8 for bf16, 4 for f32).
+template <int Count, class T, class L, int Rows, bool Tr, int Cols>
+TP_HD smem_ref<T, L, Rows, Tr, Count> cols(const smem_ref<T, L, Rows, Tr, Cols>& r, int start) {
+  constexpr int chunk = 16 / static_cast<int>(sizeof(T));
+  static_assert(Count >= 1 && Count <= Cols, "tilepipe: column slice longer than the view");
+  static_assert(Count % chunk == 0,
+                "tilepipe: a column slice spans whole 16-byte chunks of a row: its width times the element size "
+                "must be a multiple of 16 bytes");
+  TP_REQUIRE(start >= 0 && start + Count <= Cols && start % chunk == 0,
+             "column slice [%d, %d) of an SMEM view of %d columns: it must lie inside the view and start at a "
+             "multiple of %d columns (16 bytes)",
+             start, start + Count, Cols, chunk);
+  return {r.base, r.row0, r.col0 + start};
 }
 
 /// The transposed view of an SMEM ref (Pallas' TransposeTransform): logical (i, j) reads
 /// stored (j, i). wgmma takes a transposed view of an N x K block as a K-major B operand.
-template <class T, class L, int Rows, bool Tr>
-TP_HD smem_ref<T, L, Rows, !Tr> transpose(const smem_ref<T, L, Rows, Tr>& r) {
-  return {r.base, r.row0};
+template <class T, class L, int Rows, bool Tr, int Cols>
+TP_HD smem_ref<T, L, Rows, !Tr, Cols> transpose(const smem_ref<T, L, Rows, Tr, Cols>& r) {
+  return {r.base, r.row0, r.col0};
 }
 
 template <class R>
 inline constexpr bool is_smem_ref_v = false;
-template <class T, class L, int Rows, bool Tr>
-inline constexpr bool is_smem_ref_v<smem_ref<T, L, Rows, Tr>> = true;
+template <class T, class L, int Rows, bool Tr, int Cols>
+inline constexpr bool is_smem_ref_v<smem_ref<T, L, Rows, Tr, Cols>> = true;
 
 // ---------------------------------------------------------------------------------------
 // Barriers

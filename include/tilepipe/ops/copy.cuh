@@ -208,12 +208,13 @@ TP_HD TP_FORCEINLINE void commit_smem() {
 /// Stores an SMEM block to block `bi` of `dst` and commits it as one bulk group.
 /// Call commit_smem() after writing src; wait with wait_smem_to_gmem<N>(). With
 /// no_pipelining the store is waited for at once.
-template <class T, class L, int Rows, class G>
-TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, false>& src, const G& dst,
+template <class T, class L, int Rows, bool Tr, int Cols, class G>
+TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, Tr, Cols>& src, const G& dst,
                                             const index<G::rank>& bi) {
   static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename G::value_type>>,
                 "tilepipe: SMEM and GMEM element types differ");
-  static_assert(Rows == L::rows, "tilepipe: copy whole blocks (the TMA box covers the full tile)");
+  static_assert(!Tr && Rows == L::rows && Cols == L::cols,
+                "tilepipe: copy whole, untransposed blocks (the TMA box covers the full tile), not row or column slices");
   if (prim::leader_warp()) issue_block_store<typename L::tile_type>(dst, bi, src.base);
   if (prim::leader()) {
     prim::bulk_commit();
@@ -234,10 +235,11 @@ TP_HD TP_FORCEINLINE void wait_smem_to_gmem() {
 
 /// Starts loading block `bi` of `src` into `dst`; completes on `bar` (arrives once with
 /// the block's transaction bytes). Wait with barrier_wait.
-template <class T, class L, int Rows, class G>
-TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const index<G::rank>& bi, const smem_ref<T, L, Rows, false>& dst,
+template <class T, class L, int Rows, bool Tr, int Cols, class G>
+TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const index<G::rank>& bi, const smem_ref<T, L, Rows, Tr, Cols>& dst,
                                             barrier_ref bar) {
-  static_assert(Rows == L::rows, "tilepipe: copy whole blocks (the TMA box covers the full tile)");
+  static_assert(!Tr && Rows == L::rows && Cols == L::cols,
+                "tilepipe: copy whole, untransposed blocks (the TMA box covers the full tile), not row or column slices");
   if (prim::leader()) {
     prim::mbarrier_arrive_expect_tx(bar.ptr, block_bytes_v<typename L::tile_type, T>);
     issue_block_load<typename L::tile_type>(src, bi, dst.base, bar.ptr);
@@ -245,8 +247,8 @@ TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const index<G::rank>& 
 }
 
 /// Names an SMEM buffer in the interpreter's reports ("in 0"); no code on the GPU.
-template <class T, class L, int Rows, bool Tr>
-TP_HD TP_FORCEINLINE void name_buffer(const smem_ref<T, L, Rows, Tr>& view, const char* name, int index = -1) {
+template <class T, class L, int Rows, bool Tr, int Cols>
+TP_HD TP_FORCEINLINE void name_buffer(const smem_ref<T, L, Rows, Tr, Cols>& view, const char* name, int index = -1) {
   prim::name_smem(view.base, L::bytes, name, index);
 }
 

@@ -28,52 +28,41 @@ TP_DEVICE TP_FORCEINLINE int frag_col(int i) {
   const int t = static_cast<int>(threadIdx.x % warpgroup_size);
   return 8 * (i / 4) + 2 * (t % 4) + i % 2;
 }
+/// A row vector of M rows: a thread holds the rows of its fragment registers, two per
+/// 64-row block (slot 2 b + h is row 64 b + 16 w + l / 4 + 8 h).
+template <int M>
+inline constexpr int row_slots = 2 * (M / 64);
+TP_HD TP_FORCEINLINE int row_of_slot(int s) { return frag_row(s / 2, 2 * (s % 2)); }
+#else
+/// A row vector of M rows: the interpreter's one thread holds every row.
+template <int M>
+inline constexpr int row_slots = M;
+TP_HD TP_FORCEINLINE int row_of_slot(int s) { return s; }
 #endif
 }  // namespace detail
 
-/// One value per row of an M-row fragment (row maxima, row sums, softmax statistics).
+/// One value per row of an M-row fragment (row maxima, row sums, softmax statistics),
+/// held like the fragment's rows. Combine them with + - * / (row vectors or scalars),
+/// tp::max, tp::exp2, tp::map, tp::zip; make one with tp::full<tp::row_vector<M>>(x).
 template <int M>
 struct row_vector {
-  static_assert(M % 64 == 0, "tilepipe: fragments have a multiple of 64 rows");
+  static_assert(M % 64 == 0, "tilepipe: a row vector has the rows of a fragment: a multiple of 64");
   static constexpr int rows = M;
-#if TP_DEVICE_PASS
-  float v[M / 64][2];  // rows 64 b + 16 w + l / 4 and 8 more
-  TP_HD float& at_reg(int b, int i) { return v[b][(i % 4) / 2]; }
-  TP_HD float at_reg(int b, int i) const { return v[b][(i % 4) / 2]; }
-#else
-  float v[M];
-#endif
+  static constexpr int slots = detail::row_slots<M>;  // values this thread holds
+  float v[slots];
 
+  /// Calls f(value&, row) for every value this thread holds.
   template <class F>
-  TP_HD TP_FORCEINLINE void apply(F&& f) {
-#if TP_DEVICE_PASS
+  TP_HD TP_FORCEINLINE void for_each(F&& f) {
 #pragma unroll
-    for (int b = 0; b < M / 64; ++b) v[b][0] = f(v[b][0]), v[b][1] = f(v[b][1]);
-#else
-    for (int r = 0; r < M; ++r) v[r] = f(v[r]);
-#endif
+    for (int s = 0; s < slots; ++s) f(v[s], detail::row_of_slot(s));
   }
-  template <class F>
-  TP_HD TP_FORCEINLINE friend row_vector combine(const row_vector& x, const row_vector& y, F&& f) {
-    row_vector r;
-#if TP_DEVICE_PASS
-#pragma unroll
-    for (int b = 0; b < M / 64; ++b) r.v[b][0] = f(x.v[b][0], y.v[b][0]), r.v[b][1] = f(x.v[b][1], y.v[b][1]);
-#else
-    for (int i = 0; i < M; ++i) r.v[i] = f(x.v[i], y.v[i]);
-#endif
-    return r;
-  }
-  TP_HD static row_vector full(float x) {
-    row_vector r;
-    r.apply([x](float) { return x; });
-    return r;
-  }
-#if !TP_DEVICE_PASS
-  /// Value of row r (interpreter and host tests only).
-  float row(int r) const { return v[r]; }
-#endif
 };
+
+template <class V>
+inline constexpr bool is_row_vector_v = false;
+template <int M>
+inline constexpr bool is_row_vector_v<row_vector<M>> = true;
 
 template <class T, int M, int N>
 struct fragment {
@@ -238,7 +227,7 @@ TP_HD TP_FORCEINLINE row_vector<M> reduce_rows(const fragment<T, M, N>& x, float
     for (int h = 0; h < 2; ++h) {
       acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 1));
       acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 2));
-      r.v[b][h] = acc[h];
+      r.v[2 * b + h] = acc[h];
     }
   }
 #else
@@ -269,7 +258,7 @@ TP_HD TP_FORCEINLINE fragment<T, M, N> broadcast_rows(const fragment<T, M, N>& x
 #pragma unroll
   for (int b = 0; b < M / 64; ++b)
 #pragma unroll
-    for (int i = 0; i < N / 2; ++i) r.v[b][i] = from_float<T>(f(to_float(x.v[b][i]), rv.at_reg(b, i)));
+    for (int i = 0; i < N / 2; ++i) r.v[b][i] = from_float<T>(f(to_float(x.v[b][i]), rv.v[2 * b + (i % 4) / 2]));
 #else
   for (int row = 0; row < M; ++row)
     for (int c = 0; c < N; ++c) r.v[row * N + c] = from_float<T>(f(to_float(x.v[row * N + c]), rv.v[row]));
@@ -287,5 +276,70 @@ TP_ROW_OPERATOR(-)
 TP_ROW_OPERATOR(*)
 TP_ROW_OPERATOR(/)
 #undef TP_ROW_OPERATOR
+
+// ---- row vectors: online statistics ----------------------------------------------------
+//   m_new = tp::max(m, tp::row_max(s));
+//   l = l * tp::exp2(m - m_new) + tp::row_sum(tp::exp2(s - m_new));
+
+/// A row vector with every row x: tp::full<tp::row_vector<64>>(-INFINITY).
+template <class V>
+  requires is_row_vector_v<V>
+TP_HD TP_FORCEINLINE V full(float x) {
+  V r;
+  r.for_each([x](float& e, int) { e = x; });
+  return r;
+}
+
+/// out(r) = f(x(r)); f may also take (value, row).
+template <int M, class F>
+TP_HD TP_FORCEINLINE row_vector<M> map(const row_vector<M>& x, F&& f) {
+  row_vector<M> r = x;
+  r.for_each([&](float& e, int row) {
+    if constexpr (std::is_invocable_v<F, float, int>) e = f(e, row);
+    else e = f(e);
+  });
+  return r;
+}
+
+/// out(r) = f(x(r), y(r)).
+template <int M, class F>
+TP_HD TP_FORCEINLINE row_vector<M> zip(const row_vector<M>& x, const row_vector<M>& y, F&& f) {
+  row_vector<M> r;
+#pragma unroll
+  for (int s = 0; s < row_vector<M>::slots; ++s) r.v[s] = f(x.v[s], y.v[s]);
+  return r;
+}
+
+#define TP_ROW_VECTOR_OPERATOR(op)                                                                 \
+  template <int M>                                                                                 \
+  TP_HD TP_FORCEINLINE row_vector<M> operator op(const row_vector<M>& x, const row_vector<M>& y) { \
+    return zip(x, y, [](float a, float b) { return a op b; });                                     \
+  }                                                                                                \
+  template <int M>                                                                                 \
+  TP_HD TP_FORCEINLINE row_vector<M> operator op(const row_vector<M>& x, float s) {                \
+    return map(x, [s](float a) { return a op s; });                                                \
+  }                                                                                                \
+  template <int M>                                                                                 \
+  TP_HD TP_FORCEINLINE row_vector<M> operator op(float s, const row_vector<M>& x) {                \
+    return map(x, [s](float a) { return s op a; });                                                \
+  }
+TP_ROW_VECTOR_OPERATOR(+)
+TP_ROW_VECTOR_OPERATOR(-)
+TP_ROW_VECTOR_OPERATOR(*)
+TP_ROW_VECTOR_OPERATOR(/)
+#undef TP_ROW_VECTOR_OPERATOR
+
+template <int M>
+TP_HD TP_FORCEINLINE row_vector<M> max(const row_vector<M>& x, const row_vector<M>& y) {
+  return zip(x, y, [](float a, float b) { return a > b ? a : b; });
+}
+template <int M>
+TP_HD TP_FORCEINLINE row_vector<M> max(const row_vector<M>& x, float s) {
+  return map(x, [s](float a) { return a > s ? a : s; });
+}
+template <int M>
+TP_HD TP_FORCEINLINE row_vector<M> exp2(const row_vector<M>& x) {
+  return map(x, [](float a) { return fast_exp2(a); });
+}
 
 }  // namespace tilepipe

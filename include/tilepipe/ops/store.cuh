@@ -50,7 +50,7 @@ TP_DEVICE TP_FORCEINLINE void stmatrix_block(const Ref& dst, Pair&& pair) {
 #pragma unroll
     for (int j = 0; j < Ref::cols / 8; j += 2) {
       constexpr int fb = Row0 / 64, fi = Col0 / 2;
-      prim::stmatrix_x4(base + Ref::layout::offset(dst.row0 + 64 * b + row, 8 * (j + m / 2)), pair(fb + b, fi + 4 * j),
+      prim::stmatrix_x4(base + Ref::layout::offset(dst.row0 + 64 * b + row, dst.col0 + 8 * (j + m / 2)), pair(fb + b, fi + 4 * j),
                         pair(fb + b, fi + 4 * j + 2), pair(fb + b, fi + 4 * j + 4), pair(fb + b, fi + 4 * j + 6));
     }
 }

@@ -21,10 +21,20 @@ namespace detail {
 /// whose MN dimension is stored as rows (K-major) or as columns (MN-major): the view's base
 /// descriptor (one address conversion per wgmma call) plus the block's compile-time byte
 /// offset in the 16-byte address field, which cannot carry out of it inside one tile.
+/// A column slice of an operand starts at a column panel: descriptors step through a panel
+/// in 16-byte units and to the next panel by LBO, so a start inside a panel would carry
+/// across its edge.
 template <bool MnIsStoredCols, class Ref>
 TP_HD TP_FORCEINLINE std::uint64_t base_desc(const Ref& r) {
   using L = typename Ref::layout;
-  const std::uint32_t addr = prim::smem_address(r.base) + static_cast<std::uint32_t>(r.row0 * L::row_bytes);
+  std::uint32_t addr = prim::smem_address(r.base) + static_cast<std::uint32_t>(r.row0 * L::row_bytes);
+  if constexpr (!Ref::full_width) {
+    TP_REQUIRE(r.col0 % L::panel == 0,
+               "wgmma operand: a column slice starting at column %d; slices of wgmma operands start at a multiple "
+               "of the swizzle width (%d columns)",
+               r.col0, L::panel);
+    addr += static_cast<std::uint32_t>(r.col0 / L::panel * L::panel_bytes);
+  }
   return make_wgmma_desc(addr, MnIsStoredCols ? L::panel_bytes : 16, 8 * L::row_bytes, L::swizzle);
 }
 
