@@ -1,8 +1,7 @@
 // Row softmax of a bf16 tensor with two pipelines per row block: online statistics (running
 // max and sum over the column blocks), then the outputs. Any column count works: rows are
 // stored with a stride padded to 16 bytes, as TMA requires, and the kernel sees a
-// rows x cols tensor_view of them (a GPU TMA store may write the padding of a row's last
-// 16-byte chunk; nothing reads it). Runs on the GPU when there is one, else in the CPU
+// rows x cols tensor_view of them (the padding is never written). Runs on the GPU when there is one, else in the CPU
 // interpreter; checks itself against a float64 reference and prints what it ran on and
 // the bandwidth (bytes of x read once and y written once, per second).
 //   softmax [--rows R] [--cols C]
