@@ -38,14 +38,15 @@ namespace detail {
 /// reads it there): the message's printf format, its one string argument and its integer
 /// arguments in order.
 struct device_failure {
+  static constexpr int max_values = 8;
   char format[320];
   char text[96];
-  long long values[6];
+  long long values[max_values];
 };
 
 /// Where a launch's device-side checks report on the GPU: the record in mapped host memory
-/// and a word in device memory that the first failing thread claims (empty in the
-/// interpreter, which throws instead).
+/// and a word in device memory that the first failing thread claims (1) and marks written
+/// (2); empty in the interpreter, which throws instead.
 struct failure_channel {
   device_failure* record = nullptr;
   unsigned* claim = nullptr;
@@ -66,7 +67,7 @@ inline std::string describe(const device_failure& f) {
     while (*q && std::strchr("0123456789.-+ #lhzjt", *q)) ++q;
     if (*q == '%') out += '%';
     else if (*q == 's') out += std::string(f.text, strnlen(f.text, sizeof f.text));
-    else if (*q) out += std::to_string(v < 6 ? f.values[v++] : 0);
+    else if (*q) out += std::to_string(v < device_failure::max_values ? f.values[v++] : 0);
     if (!*q) break;
     p = q;
   }

@@ -139,44 +139,50 @@ struct element_bits<4> { using type = std::uint32_t; };
 template <>
 struct element_bits<8> { using type = std::uint64_t; };
 
-/// warp: writes the part of box `c` (at `src` in SMEM, as TMA lays it out) that lies inside
-/// the tensor with ordinary stores, the lanes taking 16-byte chunks of its rows in turn.
-template <class T>
-TP_HD void store_box_exactly(const tma_desc& map, const int* c, const unsigned char* src) {
+/// warp: writes the part of box `c` of Tile (at `src` in SMEM, as TMA lays it out) that
+/// lies inside the tensor with ordinary stores: the lanes take the box's rows in turn and
+/// copy 16-byte chunks, the last one element by element. Not inlined: inline, its loops
+/// made the matmul's epilogue (128 accumulator registers live) spill, and the kernel lost 7-10%.
+template <class Tile, class T, int R>
+TP_NOINLINE TP_HD void store_box_exactly(const tma_desc& map, const int (&c)[R], const unsigned char* src) {
+  using plan = tma_plan<Tile, static_cast<int>(sizeof(T))>;
   using bits = typename element_bits<sizeof(T)>::type;
-  constexpr int e = static_cast<int>(sizeof(T));
-  const long long inside = map.dims[0] - c[0];  // elements of each row inside the tensor
-  if (inside <= 0) return;
-  long long rows = 1;
-  for (int i = 1; i < map.rank; ++i) rows *= map.box[i];
-  const int row_bytes = map.box[0] * e;
-  const int bytes = static_cast<int>(inside < map.box[0] ? inside : map.box[0]) * e;
-  const int chunks = (bytes + 15) / 16;
-  prim::note_smem_read(src, static_cast<std::size_t>(rows * row_bytes), "store of a block that crosses a ragged edge");
+  constexpr int e = static_cast<int>(sizeof(T)), row_bytes = plan::box(0) * e;
+  constexpr int rows = [] {
+    int n = 1;
+    for (int d = 1; d < R; ++d) n *= plan::box(d);
+    return n;
+  }();
+  const long long left = map.dims[0] - c[0];  // elements of each row inside the tensor
+  if (left <= 0) return;
+  const int bytes = left < plan::box(0) ? static_cast<int>(left) * e : row_bytes;
+  prim::note_smem_read(src, static_cast<std::size_t>(rows) * row_bytes, "store of a block that crosses a ragged edge");
   const std::uint32_t base = prim::smem_address(src);
-  auto* g = static_cast<unsigned char*>(const_cast<void*>(map.global)) + static_cast<long long>(c[0]) * e;
-  for (long long item = prim::lane(); item < rows * chunks; item += prim::warp_lanes()) {
-    const long long r = item / chunks;
-    const int lo = static_cast<int>(item % chunks) * 16, n = bytes - lo < 16 ? bytes - lo : 16;
-    long long rest = r, goff = lo;
+  const auto* g = static_cast<unsigned char*>(const_cast<void*>(map.global)) + static_cast<long long>(c[0]) * e;
+  for (int r = prim::lane(); r < rows; r += prim::warp_lanes()) {
+    unsigned char* to = const_cast<unsigned char*>(g);
     bool in = true;
-    for (int i = 1; i < map.rank; ++i) {
-      const long long ci = c[i] + rest % map.box[i];
-      rest /= map.box[i];
-      in = in && ci >= 0 && ci < map.dims[i];
-      goff += ci * map.stride_bytes[i];
+    int rest = r;
+#pragma unroll
+    for (int d = 1; d < R; ++d) {
+      const long long cd = c[d] + rest % plan::box(d);
+      rest /= plan::box(d);
+      in = in && cd >= 0 && cd < map.dims[d];
+      to += cd * map.stride_bytes[d];
     }
     if (!in) continue;
-    // Swizzling permutes whole 16-byte chunks of a row: a chunk stays contiguous.
-    const auto* from = src + (swizzle_address(base + static_cast<std::uint32_t>(r * row_bytes + lo), map.swizzle) - base);
-    unsigned char* to = g + goff;
-    if (n == 16 && reinterpret_cast<std::uintptr_t>(to) % 16 == 0) {
-      *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
-    } else {
-      for (int b = 0; b < n; b += e) *reinterpret_cast<bits*>(to + b) = *reinterpret_cast<const bits*>(from + b);
+    for (int lo = 0; lo < bytes; lo += 16) {
+      // Swizzling permutes whole 16-byte chunks of a row: a chunk stays contiguous.
+      const unsigned char* from = src + (swizzle_address(base + static_cast<std::uint32_t>(r * row_bytes + lo), map.swizzle) - base);
+      if (lo + 16 <= bytes && reinterpret_cast<std::uintptr_t>(to + lo) % 16 == 0) {
+        *reinterpret_cast<uint4*>(to + lo) = *reinterpret_cast<const uint4*>(from);
+      } else {
+        for (int b = 0; b < 16 && lo + b < bytes; b += e)
+          *reinterpret_cast<bits*>(to + lo + b) = *reinterpret_cast<const bits*>(from + b);
+      }
     }
   }
-  prim::warp_sync();  // every lane has read its chunks before the slot is released
+  prim::warp_sync();  // every lane has read its rows before the slot is released
 }
 }  // namespace detail
 
@@ -192,7 +198,7 @@ TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi
     if (detail::tma_store_is_exact(map, c)) {
       if (prim::lane() == 0) prim::tma_store(map, box, c);
     } else {
-      detail::store_box_exactly<typename G::value_type>(map, c, box);
+      detail::store_box_exactly<Tile, typename G::value_type>(map, c, box);
     }
   });
 }

@@ -18,19 +18,28 @@ TP_DEVICE TP_FORCEINLINE void copy_text(char* to, const char* from, int capacity
   to[i] = 0;
 }
 
+/// A trap by any thread ends the whole grid, so the threads that did not claim the record
+/// wait until the claimant has written it before they trap.
 template <class... A>
 TP_DEVICE void fail_recorded(const failure_channel& ch, const char* format, const A&... args) {
-  if (ch.record && atomicCAS(ch.claim, 0u, 1u) == 0u) {
-    device_failure* f = ch.record;
-    copy_text(f->format, format, sizeof f->format);
-    int v = 0;
-    (
-        [&] {
-          if constexpr (std::is_convertible_v<A, const char*>) copy_text(f->text, args, sizeof f->text);
-          else f->values[v++] = static_cast<long long>(args);
-        }(),
-        ...);
-    __threadfence_system();
+  static_assert((0 + ... + (std::is_convertible_v<A, const char*> ? 0 : 1)) <= device_failure::max_values,
+                "tilepipe: a failure message takes at most device_failure::max_values integer arguments");
+  if (ch.record) {
+    if (atomicCAS(ch.claim, 0u, 1u) == 0u) {
+      device_failure* f = ch.record;
+      copy_text(f->format, format, sizeof f->format);
+      int v = 0;
+      (
+          [&] {
+            if constexpr (std::is_convertible_v<A, const char*>) copy_text(f->text, args, sizeof f->text);
+            else f->values[v++] = static_cast<long long>(args);
+          }(),
+          ...);
+      __threadfence_system();
+      atomicExch(ch.claim, 2u);
+    }
+    while (atomicAdd(ch.claim, 0u) != 2u) {
+    }
   }
   __trap();
 }
