@@ -54,8 +54,6 @@ class kernel_context {
 
   /// True in exactly one thread of the CTA: the one that issues CTA-wide copies.
   TP_HD bool cta_leader() const { return prim::leader() && thread_index() == 0; }
-  /// True in the leader's warp.
-  TP_HD bool cta_leader_warp() const { return prim::leader_warp() && thread_index() == 0; }
 
   /// Allocates `bytes` of shared memory, 1024-byte aligned. Every warpgroup must make the
   /// same allocations in the same order (they then agree on the addresses).

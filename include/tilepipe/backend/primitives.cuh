@@ -61,31 +61,6 @@ TP_HD TP_FORCEINLINE bool leader_warp() {
 #endif
 }
 
-/// This thread's lane and the lanes of a warp, for loops a warp shares: lane() + k * warp_lanes().
-/// The interpreter runs a warp (a whole warpgroup) as one thread: lane 0 of 1.
-TP_HD TP_FORCEINLINE int lane() {
-#if TP_DEVICE_PASS
-  return static_cast<int>(threadIdx.x % 32);
-#else
-  return 0;
-#endif
-}
-
-TP_HD TP_FORCEINLINE int warp_lanes() {
-#if TP_DEVICE_PASS
-  return 32;
-#else
-  return 1;
-#endif
-}
-
-/// Orders the memory accesses of the warp's lanes before what any of them does next.
-TP_HD TP_FORCEINLINE void warp_sync() {
-#if TP_DEVICE_PASS
-  __syncwarp();
-#endif
-}
-
 TP_HD TP_FORCEINLINE int warpgroup_index() {
 #if TP_DEVICE_PASS
   return static_cast<int>(threadIdx.x / warpgroup_size);
@@ -115,7 +90,7 @@ TP_HD TP_FORCEINLINE int cluster_size() {
 /// the interpreter; on the GPU the first failing thread writes the format and arguments (at
 /// most one string) to the launch's failure record, which the launch reports, and traps.
 template <class... A>
-TP_HD void fail([[maybe_unused]] const failure_channel& channel, const char* format, const A&... args) {
+TP_HD TP_FORCEINLINE void fail([[maybe_unused]] failure_channel channel, const char* format, A... args) {
 #if TP_DEVICE_PASS
 #if defined(TILEPIPE_DEBUG)
   printf("tilepipe: ");

@@ -30,9 +30,6 @@
 #endif
 
 #define TP_FORCEINLINE inline __attribute__((always_inline))
-/// For a rarely taken path with loops of its own, called from code that keeps many
-/// registers live (a matmul epilogue): as a call, it takes no registers from its caller.
-#define TP_NOINLINE __attribute__((noinline))
 
 /// Checks that cost time on the device (a block index outside its array, an output block
 /// revisited): always made in the interpreter, on the GPU only in debug builds

@@ -44,11 +44,12 @@ struct tma_plan {
   static_assert(Tile::max_box_rows == max_tma_box || rank == 2,
                 "tilepipe: box_rows<R> applies to 2-D blocks only");
 
-  /// TMA box, innermost dimension first.
-  static constexpr int box(int tma_dim) {
+  /// TMA box, innermost dimension first (size_at, not dims[]: a static array has no
+  /// storage in device code, so a call the compiler does not fold would read nothing).
+  TP_HD static constexpr int box(int tma_dim) {
     if (tma_dim == 0) return layout::panel;
     if (tma_dim == 1 && chunk_rows) return chunk;
-    return block_type::dims[rank - 1 - tma_dim].size;
+    return block_type::size_at(rank - 1 - tma_dim);
   }
 
   static constexpr bool box_ok() {

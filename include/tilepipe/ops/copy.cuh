@@ -7,6 +7,7 @@
 #include "../backend/primitives.cuh"
 #include "../core/index_map.cuh"
 #include "../core/refs.cuh"
+#include "../core/static_for.cuh"
 #include "../core/tma_desc.cuh"
 
 namespace tilepipe {
@@ -139,12 +140,13 @@ struct element_bits<4> { using type = std::uint32_t; };
 template <>
 struct element_bits<8> { using type = std::uint64_t; };
 
-/// warp: writes the part of box `c` of Tile (at `src` in SMEM, as TMA lays it out) that
-/// lies inside the tensor with ordinary stores: the lanes take the box's rows in turn and
-/// copy 16-byte chunks, the last one element by element. Not inlined: inline, its loops
-/// made the matmul's epilogue (128 accumulator registers live) spill, and the kernel lost 7-10%.
+/// leader: writes the part of box `c` of Tile (at `src` in SMEM, as TMA lays it out) that
+/// lies inside the tensor with ordinary stores: row by row, 16-byte chunks, the last one
+/// element by element. One thread, as a TMA issue is: spread over a warp's lanes (and a
+/// __syncwarp), the path made ptxas give up the uniform datapath in the whole kernel, and
+/// the persistent matmul lost 7% (H100 A/B); this way it costs nothing when not taken.
 template <class Tile, class T, int R>
-TP_NOINLINE TP_HD void store_box_exactly(const tma_desc& map, const int (&c)[R], const unsigned char* src) {
+TP_HD TP_FORCEINLINE void store_box_exactly(const tma_desc& map, const int (&c)[R], const unsigned char* src) {
   using plan = tma_plan<Tile, static_cast<int>(sizeof(T))>;
   using bits = typename element_bits<sizeof(T)>::type;
   constexpr int e = static_cast<int>(sizeof(T)), row_bytes = plan::box(0) * e;
@@ -158,18 +160,18 @@ TP_NOINLINE TP_HD void store_box_exactly(const tma_desc& map, const int (&c)[R],
   const int bytes = left < plan::box(0) ? static_cast<int>(left) * e : row_bytes;
   prim::note_smem_read(src, static_cast<std::size_t>(rows) * row_bytes, "store of a block that crosses a ragged edge");
   const std::uint32_t base = prim::smem_address(src);
-  const auto* g = static_cast<unsigned char*>(const_cast<void*>(map.global)) + static_cast<long long>(c[0]) * e;
-  for (int r = prim::lane(); r < rows; r += prim::warp_lanes()) {
-    unsigned char* to = const_cast<unsigned char*>(g);
+  auto* g = static_cast<unsigned char*>(const_cast<void*>(map.global)) + static_cast<long long>(c[0]) * e;
+  for (int r = 0; r < rows; ++r) {
+    unsigned char* to = g;
     bool in = true;
     int rest = r;
-#pragma unroll
-    for (int d = 1; d < R; ++d) {
-      const long long cd = c[d] + rest % plan::box(d);
-      rest /= plan::box(d);
+    static_for<R - 1>([&](auto i) {
+      constexpr int d = i.value + 1, n = plan::box(d);
+      const long long cd = c[d] + rest % n;
+      rest /= n;
       in = in && cd >= 0 && cd < map.dims[d];
       to += cd * map.stride_bytes[d];
-    }
+    });
     if (!in) continue;
     for (int lo = 0; lo < bytes; lo += 16) {
       // Swizzling permutes whole 16-byte chunks of a row: a chunk stays contiguous.
@@ -182,24 +184,20 @@ TP_NOINLINE TP_HD void store_box_exactly(const tma_desc& map, const int (&c)[R],
       }
     }
   }
-  prim::warp_sync();  // every lane has read its rows before the slot is released
 }
 }  // namespace detail
 
-/// warp (all 32 lanes of the issuing warp): stores `src` to block `bi` of `g`, writing
-/// exactly the elements inside the tensor. Lane 0 issues the TMA stores; a box that crosses
-/// an innermost extent that is not a multiple of 16 bytes is written by the whole warp
-/// with ordinary stores instead (TMA would write past the extent; see tma_store_is_exact).
+/// leader: stores `src` to block `bi` of `g`, writing exactly the elements inside the
+/// tensor: by TMA, except a box that crosses an innermost extent that is not a multiple of
+/// 16 bytes, which it writes with ordinary stores (TMA would write past the extent; see
+/// tma_store_is_exact).
 template <class Tile, class G>
 TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi, const void* src,
                                             const block_site& site = {}) {
   detail::for_each_box<Tile>(g, bi, site, [&](const tma_desc& map, const int (&c)[G::rank], int off, int) {
     const auto* box = static_cast<const unsigned char*>(src) + off;
-    if (detail::tma_store_is_exact(map, c)) {
-      if (prim::lane() == 0) prim::tma_store(map, box, c);
-    } else {
-      detail::store_box_exactly<Tile, typename G::value_type>(map, c, box);
-    }
+    if (detail::tma_store_is_exact(map, c)) prim::tma_store(map, box, c);
+    else detail::store_box_exactly<Tile, typename G::value_type>(map, c, box);
   });
 }
 
@@ -221,8 +219,8 @@ TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, Tr, Cols>
                 "tilepipe: SMEM and GMEM element types differ");
   static_assert(!Tr && Rows == L::rows && Cols == L::cols,
                 "tilepipe: copy whole, untransposed blocks (the TMA box covers the full tile), not row or column slices");
-  if (prim::leader_warp()) issue_block_store<typename L::tile_type>(dst, bi, src.base);
   if (prim::leader()) {
+    issue_block_store<typename L::tile_type>(dst, bi, src.base);
     prim::bulk_commit();
     if (prim::no_pipelining()) prim::bulk_wait<0>();
   }

@@ -18,8 +18,7 @@
 //              store each output whose block changes after s (or s is the last step),
 //              all stores of the step in one bulk group.
 //   epilogue   wait for the stores.
-// Only the CTA's leader thread issues copies and arrives (its warp helps with a store that
-// TMA cannot make exactly: ops/copy.cuh); every thread waits.
+// Only the CTA's leader thread issues copies and arrives; every thread waits.
 // With no_pipelining (TILEPIPE_NO_PIPELINING, or the interpreter option) every fetch is
 // waited for right after it is issued and every store group right after it is committed:
 // the same schedule with all copies synchronous, for bisecting pipelining bugs.
@@ -110,7 +109,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     const std::uint32_t mark = k.smem_mark();
     for_each(ins, [&](auto& op, int i) { op.allocate(k, i); });
     for_each(outs, [&](auto& op, int i) { op.allocate(k, i); });
-    const bool leader = k.cta_leader(), leader_warp = k.cta_leader_warp();
+    const bool leader = k.cta_leader();
     const int threads = warpgroup_size * k.num_threads();
     auto sync_all = [threads] { prim::named_barrier_sync(prim::cta_barrier_id, threads); };
     if (leader) {
@@ -149,16 +148,15 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
 
       if (store) prim::fence_proxy_async();  // the body's SMEM writes, before TMA reads them
       if (store || refill) sync_all();       // every thread is done with the body
-      // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
-      if (leader)
+      if (leader) {
+        // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
         for_each(ins, [&](auto& op, int) {
           if (op.refills_after(s, steps)) op.produce(grid_);
         });
-      if (store && leader_warp) {
-        for_each(outs, [&](auto& op, int j) {
-          if (ends[j]) op.store(s);
-        });
-        if (leader) {
+        if (store) {
+          for_each(outs, [&](auto& op, int j) {
+            if (ends[j]) op.store(s);
+          });
           prim::bulk_commit();
           if (prim::no_pipelining()) prim::bulk_wait<0>();
         }

@@ -214,7 +214,7 @@ struct smem_operand {
   /// After the body: the run ends at the last step or when the next block differs.
   TP_HD bool run_ends(const index<Grid::rank>& next, bool last_step) const { return last_step || !(block_at(next) == last); }
 
-  /// The leader's warp: stores the current slot to the current block (after step s).
+  /// leader: stores the current slot to the current block (after step s).
   TP_HD void store(long long s) const {
     issue_block_store<tile>(*gmem, last, slot_ptr(slot), {"output", operand, s, failure});
   }

@@ -379,7 +379,7 @@ struct ws_output {
     }
     if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
     prim::mbarrier_wait(full + store_slot, full_bits.flip(store_slot));
-    issue_block_store<tile>(g, b, slot_ptr(store_slot), {"output", operand, s, failure});  // the memory role's warp
+    if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(store_slot), {"output", operand, s, failure});
     return true;
   }
 

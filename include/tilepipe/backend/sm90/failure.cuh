@@ -12,16 +12,19 @@
 #if TP_DEVICE_PASS
 namespace tilepipe::sm90 {
 
-TP_DEVICE TP_FORCEINLINE void copy_text(char* to, const char* from, int capacity) {
+TP_DEVICE inline void copy_text(char* to, const char* from, int capacity) {
   int i = 0;
+#pragma unroll 1
   for (; i + 1 < capacity && from[i]; ++i) to[i] = from[i];
   to[i] = 0;
 }
 
 /// A trap by any thread ends the whole grid, so the threads that did not claim the record
-/// wait until the claimant has written it before they trap.
+/// wait until the claimant has written it before they trap. The copies are loops (unrolled,
+/// the format string became a store per character); inline, not a call: a call in a kernel
+/// costs its compute warps spilled registers (seen in ptxas reports of the matmul).
 template <class... A>
-TP_DEVICE void fail_recorded(const failure_channel& ch, const char* format, const A&... args) {
+TP_DEVICE TP_FORCEINLINE void fail_recorded(failure_channel ch, const char* format, A... args) {
   static_assert((0 + ... + (std::is_convertible_v<A, const char*> ? 0 : 1)) <= device_failure::max_values,
                 "tilepipe: a failure message takes at most device_failure::max_values integer arguments");
   if (ch.record) {
