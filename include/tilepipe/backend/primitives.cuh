@@ -89,14 +89,11 @@ TP_HD TP_FORCEINLINE int cluster_size() {
 /// Fails a runtime check whose message the host must see without a debug build: throws in
 /// the interpreter; on the GPU the first failing thread writes the format and arguments (at
 /// most one string) to the launch's failure record, which the launch reports, and traps.
+/// No printf, also in debug builds: a call where a warpgroup runs on few registers (the
+/// memory warpgroup after setmaxnreg.dec) is an illegal instruction.
 template <class... A>
 TP_HD TP_FORCEINLINE void fail([[maybe_unused]] failure_channel channel, const char* format, A... args) {
 #if TP_DEVICE_PASS
-#if defined(TILEPIPE_DEBUG)
-  printf("tilepipe: ");
-  printf(format, args...);
-  printf("\n");
-#endif
   sm90::fail_recorded(channel, format, args...);
 #else
   detail::throw_formatted(format, args...);

@@ -25,11 +25,33 @@ namespace detail {
 /// What the host knows of this process's GPU launches, for error messages: the last launch
 /// (an asynchronous failure surfaces at a later, unrelated call), and each device's failure
 /// channel, made at its first launch.
+/// What the host remembers of a GPU launch (formatted only when an error names it).
+struct launch_record {
+  const std::string* kernel = nullptr;
+  int grid[3] = {};
+  int cluster = 1, warpgroups = 1;
+  std::size_t smem = 0;
+
+  /// "kernel K (grid (2, 1, 1), 3 warpgroups, 232448 bytes of dynamic shared memory)".
+  std::string describe() const {
+    std::string s = "kernel " + *kernel + " (grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+                    std::to_string(grid[2]) + ")";
+    if (cluster > 1) s += ", clusters of " + std::to_string(cluster);
+    return s + ", " + std::to_string(warpgroups) + " warpgroups, " + std::to_string(smem) +
+           " bytes of dynamic shared memory)";
+  }
+};
+
 struct launch_diary {
   std::mutex lock;
-  std::string last;                      // "kernel K, grid (...), ..." of the last launch
+  launch_record last;                    // the last launch (kernel null before the first)
   std::vector<failure_channel> channels;  // per device ordinal, as kernels use them
   std::vector<device_failure*> records;   // the same records, as the host reads them
+
+  void note(const launch_record& r) {
+    const std::lock_guard<std::mutex> guard(lock);
+    last = r;
+  }
 };
 
 inline launch_diary& diary() {
@@ -50,7 +72,7 @@ inline std::string recorded_failure() {
   std::string s = std::string(call) + " failed: " + cudaGetErrorString(e) + " (" + file + ":" + std::to_string(line) + ")";
   const std::string failure = recorded_failure();
   if (!failure.empty()) s += "\n  a kernel's device-side check failed: " + failure;
-  if (!diary().last.empty()) s += "\n  the last kernel launched: " + diary().last;
+  if (diary().last.kernel) s += "\n  the last kernel launched: " + diary().last.describe();
   throw error("tilepipe: " + s);
 }
 

@@ -446,39 +446,33 @@ class kernel_launcher {
   }
 
 #if TP_HAS_CUDA_COMPILER
-  /// "kernel K (grid (2, 1, 1), 3 warpgroups, 232448 bytes of dynamic shared memory)".
-  std::string describe(const kp_type& p, std::size_t smem) const {
-    std::string s = "kernel " + launch_detail::kernel_name<K>() + " (grid (" + std::to_string(p.grid.extent[0]) + ", " +
-                    std::to_string(p.grid.extent[1]) + ", " + std::to_string(p.grid.extent[2]) + ")";
-    if (cfg_.cluster > 1) s += ", clusters of " + std::to_string(cfg_.cluster);
-    return s + ", " + std::to_string(launch_detail::threads_of<K>()) + " warpgroups, " + std::to_string(smem) +
-           " bytes of dynamic shared memory)";
-  }
-
   /// Launches on the GPU and checks the launch itself. The first launch of each kernel
   /// type on a device is also waited for (not while a stream is being captured), so that
   /// what fails in every run of it (shared memory over budget, a device-side check)
-  /// fails here, naming the kernel, rather than at the next unrelated CUDA call.
+  /// fails here, naming the kernel, rather than at the next unrelated CUDA call. Later
+  /// launches only leave their description in the diary (formatted if an error needs it).
   void launch_gpu(kp_type& p, std::size_t smem) const {
     p.grid.failure = detail::current_failure_channel();
-    const std::string what = describe(p, smem);
+    const detail::launch_record record{&launch_detail::kernel_name<K>(), {p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]},
+                                       cfg_.cluster, launch_detail::threads_of<K>(), smem};
     auto stream = static_cast<cudaStream_t>(cfg_.stream);
     with_gpu_launch(dim3(p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]),
                     [&](auto entry, const cudaLaunchConfig_t& lc) {
                       if (const cudaError_t e = cudaLaunchKernelEx(&lc, entry, p); e != cudaSuccess)
-                        throw error("tilepipe: launching " + what + " failed: " + cudaGetErrorString(e));
+                        throw error("tilepipe: launching " + record.describe() + " failed: " + cudaGetErrorString(e));
                     });
-    {
-      const std::lock_guard<std::mutex> guard(detail::diary().lock);
-      detail::diary().last = what;
+    detail::diary().note(record);
+    bool wait = launch_detail::first_launch<K, kp_type>();
+    if (wait) {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      TP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+      wait = capture == cudaStreamCaptureStatusNone;
     }
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    TP_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-    bool wait = capture == cudaStreamCaptureStatusNone && launch_detail::first_launch<K, kp_type>();
 #if defined(TILEPIPE_DEBUG_HANGS)
     wait = true;  // name the kernel whose barrier wait timed out (the device printed where)
 #endif
     if (!wait) return;
+    const std::string what = record.describe();
     if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
       std::string s = "tilepipe: " + what + " failed: " + cudaGetErrorString(e);
       const std::string failure = detail::recorded_failure();
