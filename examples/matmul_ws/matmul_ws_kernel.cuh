@@ -9,7 +9,7 @@
 // waiting for the stores: they drain while the next tile computes.
 //
 // When the tiles do not divide evenly among the CTAs and a workspace for partial sums is
-// given, the last wave is split by stream-K (core/stream_k.cuh): every CTA runs an equal
+// given, the last wave is split by stream-K (sched/stream_k.cuh): every CTA runs an equal
 // share of its steps, and a tile split between CTAs is finished by the CTA that runs its
 // last step, after adding the others' partial sums.
 //

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "../backend/primitives.cuh"
-#include "fragment.cuh"
+#include "../ops/fragment.cuh"
 
 #include <cstring>
 

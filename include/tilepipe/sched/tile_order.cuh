@@ -2,7 +2,7 @@
 // of a matrix product, so that tiles running at the same time share operands in L2.
 #pragma once
 
-#include "config.cuh"
+#include "../core/config.cuh"
 #include "fast_divmod.cuh"
 
 namespace tilepipe {

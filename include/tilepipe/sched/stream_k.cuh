@@ -17,8 +17,8 @@
 // before it is needed.
 #pragma once
 
-#include "config.cuh"
-#include "error.cuh"
+#include "../core/config.cuh"
+#include "../core/error.cuh"
 
 namespace tilepipe {
 
