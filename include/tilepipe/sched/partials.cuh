@@ -2,15 +2,14 @@
 //
 // A warpgroup stores its f32 accumulator into a slot of a workspace and publishes it with
 // a flag; the warpgroup that finishes the tile waits for the flag and adds the slot into
-// its own accumulator. A slot's layout is opaque, only these functions read it: on the GPU
-// each thread writes its registers interleaved with the other threads' (every warp store is
-// 512 contiguous bytes), in the interpreter the tile is row-major.
+// its own accumulator. A slot's layout is opaque, only these functions read it: each
+// thread's elements in the order the fragment visits them (for_each), in 16-byte quads,
+// interleaved with the other threads' quads, so that on the GPU every warp store and load
+// is 512 contiguous bytes. (The interpreter's one thread holds the tile: row-major.)
 #pragma once
 
 #include "../backend/primitives.cuh"
 #include "../ops/fragment.cuh"
-
-#include <cstring>
 
 namespace tilepipe {
 
@@ -27,22 +26,38 @@ struct partials_ref {
   TP_HD unsigned* flag(int i) const { return flags + i; }
 };
 
+namespace detail {
+struct alignas(16) partial_quad {
+  float v[4];
+};
+
+/// Where a warpgroup's M x N accumulator lies in a slot: quad j of thread t at quad
+/// j * threads + t.
+template <int M, int N>
+struct partial_layout {
+  static constexpr int per_thread = sizeof(accumulator<M, N>::v) / sizeof(float);  // elements one thread holds
+  static constexpr int threads = M * N / per_thread;                              // threads holding the tile
+  static_assert(per_thread % 4 == 0, "tilepipe: partial sums move in quads of 4 floats per thread");
+  /// A thread's index among them, from the element it visits first: in the wgmma layout
+  /// (ops/fragment.cuh) thread t starts at row 16 (t / 32) + (t % 32) / 4, column 2 (t % 4);
+  /// the interpreter's thread at (0, 0).
+  static TP_HD TP_FORCEINLINE int thread_of_first(int row, int col) { return 32 * (row / 16) + 4 * (row % 16) + col / 2; }
+};
+}  // namespace detail
+
 /// Every thread of the warpgroup: writes the accumulator into slot i and sets its flag.
 template <int M, int N>
 TP_HD TP_FORCEINLINE void publish_partial(const accumulator<M, N>& acc, const partials_ref& ws, int i) {
-  float* dst = ws.slot(i);
-#if TP_DEVICE_PASS
-  const int t = static_cast<int>(threadIdx.x % warpgroup_size);
-  float4* out = reinterpret_cast<float4*>(dst);
-#pragma unroll
-  for (int b = 0; b < acc.blocks; ++b)
-#pragma unroll
-    for (int q = 0; q < acc.per_block / 4; ++q)
-      __stcg(out + (b * (acc.per_block / 4) + q) * warpgroup_size + t,
-             make_float4(acc.v[b][4 * q], acc.v[b][4 * q + 1], acc.v[b][4 * q + 2], acc.v[b][4 * q + 3]));
-#else
-  std::memcpy(dst, acc.v, sizeof acc.v);
-#endif
+  using layout = detail::partial_layout<M, N>;
+  auto* dst = reinterpret_cast<detail::partial_quad*>(ws.slot(i));
+  int e = 0, t = 0;  // the element's place in this thread's visiting order; the thread
+  detail::partial_quad q;
+  acc.for_each([&](float v, int row, int col) {
+    if (e == 0) t = layout::thread_of_first(row, col);
+    q.v[e % 4] = v;
+    if (e % 4 == 3) dst[e / 4 * layout::threads + t] = q;
+    ++e;
+  });
   prim::warpgroup_sync();  // every thread's stores precede the leader's release
   if (prim::leader()) prim::flag_release(ws.flag(i));
 }
@@ -51,22 +66,18 @@ TP_HD TP_FORCEINLINE void publish_partial(const accumulator<M, N>& acc, const pa
 /// accumulator and clears the flag (each slot is read once per launch).
 template <int M, int N>
 TP_HD TP_FORCEINLINE void accumulate_partial(accumulator<M, N>& acc, const partials_ref& ws, int i) {
+  using layout = detail::partial_layout<M, N>;
   if (prim::leader()) prim::flag_acquire_reset(ws.flag(i));
   prim::warpgroup_sync();  // the leader's acquire precedes every thread's loads
-  const float* src = ws.slot(i);
-#if TP_DEVICE_PASS
-  const int t = static_cast<int>(threadIdx.x % warpgroup_size);
-  const float4* in = reinterpret_cast<const float4*>(src);
-#pragma unroll
-  for (int b = 0; b < acc.blocks; ++b)
-#pragma unroll
-    for (int q = 0; q < acc.per_block / 4; ++q) {
-      const float4 p = __ldcg(in + (b * (acc.per_block / 4) + q) * warpgroup_size + t);
-      acc.v[b][4 * q] += p.x, acc.v[b][4 * q + 1] += p.y, acc.v[b][4 * q + 2] += p.z, acc.v[b][4 * q + 3] += p.w;
-    }
-#else
-  for (int e = 0; e < M * N; ++e) acc.v[e] += src[e];
-#endif
+  const auto* src = reinterpret_cast<const detail::partial_quad*>(ws.slot(i));
+  int e = 0, t = 0;
+  detail::partial_quad q;
+  acc.for_each([&](float& v, int row, int col) {
+    if (e == 0) t = layout::thread_of_first(row, col);
+    if (e % 4 == 0) q = src[e / 4 * layout::threads + t];
+    v += q.v[e % 4];
+    ++e;
+  });
 }
 
 }  // namespace tilepipe
