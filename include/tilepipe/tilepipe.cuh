@@ -24,6 +24,7 @@
 #include "sched/partials.cuh"
 #include "sched/stream_k.cuh"
 #include "sched/tile_order.cuh"
+#include "sched/tile_scheduler.cuh"
 
 /// Short alias: tp::emit_pipeline, tp::spec, ...
 namespace tp = tilepipe;

@@ -24,6 +24,12 @@ struct partials_ref {
   TP_HD bool empty() const { return slots == 0; }
   TP_HD float* slot(int i) const { return data + i * slot_floats; }
   TP_HD unsigned* flag(int i) const { return flags + i; }
+  /// Fails unless there are `n` slots of `floats` floats: what a grid that splits needs.
+  TP_HD void require(int n, long long floats) const {
+    TP_REQUIRE(slots >= n && slot_floats >= floats,
+               "stream-K: the partial-sum workspace has %d slots of %lld floats; the grid needs %d of %lld", slots,
+               slot_floats, n, floats);
+  }
 };
 
 namespace detail {
