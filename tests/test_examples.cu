@@ -126,6 +126,18 @@ TEST(Examples, MatmulWsStreamK) {
   check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 2>(264 * s, 776 * s, 328, false, tp::tile_order::grouped, true);
 }
 
+// A last wave that would be split with a workspace too small for the grid: reported on the
+// host, before the launch, with the sizes.
+TEST(Examples, MatmulWsReportsATooSmallStreamKWorkspace) {
+  using kernel = matmul_ws_kernel<tp::bf16, tp::bf16, 128, 256, 3, b_layout::row_major>;
+  const tp::partials_buffer partials(test::dev(), kernel::partial_slots(2), kernel::partial_floats);  // for 2 CTAs
+  auto kern = kernel::make(640, 264, 1000, {}, partials.ref());  // 5 x 2 tiles: on 3 CTAs, one is split
+  kern.sched.stream_k_min_saving = 0;
+  const std::string err = test::error_of([&] { kern.config(3); });
+  EXPECT_NE(err.find("workspace has 4 slots of 16384 floats; the grid needs 6 of 16384"), std::string::npos) << err;
+  EXPECT_EQ(test::error_of([&] { kern.config(2); }), "");  // 2 CTAs: 5 whole tiles each, nothing split
+}
+
 // C with a leading dimension wider than N: the kernels write exactly the M x N view and
 // leave the padding of every row alone (TMA alone would write it up to 16-byte chunks).
 template <class Kernel>
