@@ -21,12 +21,12 @@ bool selected(const std::string& key, const char* cfg) {
   return !only || (key + " " + cfg).find(only) != std::string::npos;
 }
 
-/// One configuration of the benchmark: tile order and width, and whether the last wave is
-/// split by stream-K (with the kernel's default minimum saving).
+/// One configuration of the benchmark: the tile order (bands of 8 tile rows), clusters, and
+/// whether the last wave may be split by stream-K (with the kernel's minimum saving, or
+/// TP_BENCH_SK_MIN's).
 struct ws_config {
   const char* name;
-  int group;
-  tile_order order;
+  tp::tile_order order;
   int cluster;  // 1, or 2: pairs of CTAs sharing B by multicast
   bool stream_k;
 };
@@ -39,8 +39,10 @@ void compare(const tp::device& dev, bench::problem<T>& p, bench::cublas_peer<T>&
     std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(idle)));
   const auto partials = cfg.stream_k ? tp::partials_buffer(dev, Kernel::partial_slots(dev.multiprocessors()), Kernel::partial_floats)
                                      : tp::partials_buffer();
-  auto kern = Kernel::make(p.M, p.N, p.K, cfg.group, cfg.order, {}, partials.ref());
-  if (const char* steps = std::getenv("TP_BENCH_SK_MIN")) kern.stream_k_min_steps = std::atoi(steps);
+  auto kern = Kernel::make(p.M, p.N, p.K, {}, partials.ref());
+  kern.sched.order = kern.sched.order.reordered(8, cfg.order);
+  const char* sk_min = std::getenv("TP_BENCH_SK_MIN");
+  if (cfg.stream_k && sk_min) kern.sched.stream_k_min_saving = std::atoi(sk_min);
   const tp::launch_config config = kern.config(dev.multiprocessors());
   const auto launch = tp::kernel(kern, config);
   TP_REQUIRE(launch.resident_ctas(dev) >= config.grid[0], "%s: the persistent grid does not fit on the GPU at once", cfg.name);
@@ -65,10 +67,10 @@ std::vector<std::array<long long, 3>> shapes() {
 
 template <class T, b_layout BL>
 void run_layout(const tp::device& dev, cublasLtHandle_t h, bench::json& js, const char* name) {
-  const ws_config configs[] = {{"ws_128x256_s4_g8", 8, tile_order::grouped, 1, false},
-                               {"ws_128x256_s4_g8_sk", 8, tile_order::grouped, 1, true},
-                               {"ws_128x256_s4_snake8_sk", 8, tile_order::snake, 1, true},
-                               {"ws_128x256_s4_c2_g8_sk", 8, tile_order::grouped, 2, true}};
+  const ws_config configs[] = {{"ws_128x256_s4_g8", tp::tile_order::grouped, 1, false},
+                               {"ws_128x256_s4_g8_sk", tp::tile_order::grouped, 1, true},
+                               {"ws_128x256_s4_snake8_sk", tp::tile_order::snake, 1, true},
+                               {"ws_128x256_s4_c2_g8_sk", tp::tile_order::grouped, 2, true}};
   for (const auto& sh : shapes()) {
     const std::string key = std::string(name) + (BL == b_layout::row_major ? "_rowB_" : "_colB_") + std::to_string(sh[0]) +
                             "x" + std::to_string(sh[1]) + "x" + std::to_string(sh[2]);

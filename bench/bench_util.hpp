@@ -74,18 +74,6 @@ inline double median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
-/// Median milliseconds per call of fn(i), i cycling through the input sets, over `runs`
-/// batches of `batch` calls.
-template <class F>
-double median_ms(F&& fn, int sets, int warmup = 5, int runs = 15, int batch = 10) {
-  for (int i = 0; i < warmup; ++i) fn(i % sets);
-  TP_CUDA_CHECK(cudaDeviceSynchronize());
-  batch_timer timer;
-  std::vector<float> ms;
-  for (int r = 0; r < runs; ++r) ms.push_back(timer.per_call(fn, r * batch, batch, sets));
-  return median(ms);
-}
-
 /// Times a peer and ours in alternating batches (peer, ours, ours, peer, ...) so that both
 /// see the same clocks and temperature, which drift by 10% and more over a benchmark;
 /// returns the median milliseconds per call of each.

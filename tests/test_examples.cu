@@ -32,8 +32,8 @@ void check_matmul(long long M, long long N, long long K) {
 // stream_k: with a partial-sum workspace and no minimum saving, so the last wave is split
 // whenever the tiles do not divide evenly (the test asserts that it is).
 template <class T, b_layout BL, int BM = 128, int BN = 256, int Cluster = 1>
-void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = false, tile_order order = tile_order::grouped,
-                     bool stream_k = false) {
+void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = false,
+                     tp::tile_order order = tp::tile_order::grouped, bool stream_k = false) {
   const bool b_row = BL == b_layout::row_major;
   const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N), hbias = test::random_values<T>(N);
   auto a = tp::tensor<T, 2>::from_host(test::dev(), {M, K}, ha);
@@ -44,14 +44,15 @@ void check_matmul_ws(long long M, long long N, long long K, bool bias_relu = fal
   auto run = [&](auto kern) {
     using kernel = decltype(kern);
     tp::partials_buffer partials(test::dev(), kernel::partial_slots(sms), kernel::partial_floats);
+    kern.sched.order = kern.sched.order.reordered(2, order);  // bands of 2 tile rows: several bands in small problems
     if (stream_k) {
-      kern.partials = partials.ref(), kern.stream_k_min_steps = 0;
-      EXPECT_TRUE(kern.schedule(sms / Cluster).streams()) << M << "x" << N << "x" << K << ": the last wave is not split";
+      kern.partials = partials.ref(), kern.sched.stream_k_min_saving = 0;
+      EXPECT_TRUE(kern.sched.plan(sms / Cluster).streams()) << M << "x" << N << "x" << K << ": the last wave is not split";
     }
     c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(test::dev(), a, b).to_host();
   };
-  if (bias_relu) run(matmul_ws_kernel<T, T, BM, BN, 3, BL, bias_relu_epilogue<T>, 64, Cluster>::make(M, N, K, 2, order, {bias.data(), N}));
-  else run(matmul_ws_kernel<T, T, BM, BN, 3, BL, no_epilogue, 64, Cluster>::make(M, N, K, 2, order));
+  if (bias_relu) run(matmul_ws_kernel<T, T, BM, BN, 3, BL, bias_relu_epilogue<T>, 64, Cluster>::make(M, N, K, {bias.data(), N}));
+  else run(matmul_ws_kernel<T, T, BM, BN, 3, BL, no_epilogue, 64, Cluster>::make(M, N, K));
   std::vector<double> ref(M * N, 0.0);
   for (long long i = 0; i < M; ++i)
     for (long long kk = 0; kk < K; ++kk) {
@@ -98,7 +99,7 @@ void check_softmax(long long rows, long long cols) {
 TEST(Examples, MatmulWsShapes) {
   const long long s = test::on_gpu() ? 4 : 1;
   check_matmul_ws<tp::bf16, b_layout::row_major>(256 * s, 512 * s, 256);                  // square-ish, several tiles per CTA
-  check_matmul_ws<tp::f16, b_layout::col_major>(520 * s, 136, 200, false, tile_order::snake);  // tall, edges everywhere
+  check_matmul_ws<tp::f16, b_layout::col_major>(520 * s, 136, 200, false, tp::tile_order::snake);  // tall, edges everywhere
   check_matmul_ws<tp::bf16, b_layout::row_major>(72, 776 * s, 136);                       // wide
   check_matmul_ws<tp::bf16, b_layout::col_major>(200, 264, 8);                            // K smaller than a block
   check_matmul_ws<tp::f16, b_layout::row_major, 256, 128>(333, 200, 456, true);           // 256 x 128 tiles, bias + ReLU
@@ -109,7 +110,7 @@ TEST(Examples, MatmulWsShapes) {
 TEST(Examples, MatmulWsClusterMulticast) {
   const long long s = test::on_gpu() ? 4 : 1;
   check_matmul_ws<tp::bf16, b_layout::row_major, 128, 256, 2>(256 * s, 512 * s, 256);
-  check_matmul_ws<tp::f16, b_layout::col_major, 128, 256, 2>(300 * s, 264, 136, false, tile_order::snake);
+  check_matmul_ws<tp::f16, b_layout::col_major, 128, 256, 2>(300 * s, 264, 136, false, tp::tile_order::snake);
   check_matmul_ws<tp::bf16, b_layout::col_major, 128, 256, 2>(300, 520, 72, true);  // odd tile rows, bias + ReLU
   check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 4>(520, 264 * s, 200);    // clusters of 4
 }
@@ -119,10 +120,22 @@ TEST(Examples, MatmulWsClusterMulticast) {
 // partial sums are added, column-major B, and clusters.
 TEST(Examples, MatmulWsStreamK) {
   const long long s = test::on_gpu() ? 4 : 1;
-  check_matmul_ws<tp::bf16, b_layout::row_major>(640 * s, 264, 1000, false, tile_order::grouped, true);
-  check_matmul_ws<tp::f16, b_layout::col_major>(392 * s, 264 * s, 200, true, tile_order::snake, true);
-  check_matmul_ws<tp::bf16, b_layout::col_major>(130, 1000 * s, 456, false, tile_order::grouped, true);
-  check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 2>(264 * s, 776 * s, 328, false, tile_order::grouped, true);
+  check_matmul_ws<tp::bf16, b_layout::row_major>(640 * s, 264, 1000, false, tp::tile_order::grouped, true);
+  check_matmul_ws<tp::f16, b_layout::col_major>(392 * s, 264 * s, 200, true, tp::tile_order::snake, true);
+  check_matmul_ws<tp::bf16, b_layout::col_major>(130, 1000 * s, 456, false, tp::tile_order::grouped, true);
+  check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 2>(264 * s, 776 * s, 328, false, tp::tile_order::grouped, true);
+}
+
+// A last wave that would be split with a workspace too small for the grid: reported on the
+// host, before the launch, with the sizes.
+TEST(Examples, MatmulWsReportsATooSmallStreamKWorkspace) {
+  using kernel = matmul_ws_kernel<tp::bf16, tp::bf16, 128, 256, 3, b_layout::row_major>;
+  const tp::partials_buffer partials(test::dev(), kernel::partial_slots(2), kernel::partial_floats);  // for 2 CTAs
+  auto kern = kernel::make(640, 264, 1000, {}, partials.ref());  // 5 x 2 tiles: on 3 CTAs, one is split
+  kern.sched.stream_k_min_saving = 0;
+  const std::string err = test::error_of([&] { kern.config(3); });
+  EXPECT_NE(err.find("workspace has 4 slots of 16384 floats; the grid needs 6 of 16384"), std::string::npos) << err;
+  EXPECT_EQ(test::error_of([&] { kern.config(2); }), "");  // 2 CTAs: 5 whole tiles each, nothing split
 }
 
 // C with a leading dimension wider than N: the kernels write exactly the M x N view and
@@ -162,7 +175,7 @@ TEST(Examples, MatmulWritesExactlyAPaddedC) {
     const long long K = 136;
     const auto plain = matmul_kernel<tp::bf16, 128, 256, 3, 2, b_layout::col_major>::make(M, N, K, 4);
     check_padded_c(plain, plain.config(), M, N, K, ldc);
-    const auto ws = matmul_ws_kernel<tp::bf16, tp::bf16, 128, 256, 3, b_layout::col_major>::make(M, N, K, 2);
+    const auto ws = matmul_ws_kernel<tp::bf16, tp::bf16, 128, 256, 3, b_layout::col_major>::make(M, N, K);
     check_padded_c(ws, ws.config(test::on_gpu() ? test::dev().multiprocessors() : 2), M, N, K, ldc);
   }
 }

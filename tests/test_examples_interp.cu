@@ -190,9 +190,10 @@ TEST(ExamplesInterpreted, MatmulWsStreamKRunsCleanWithShuffledCtas) {
       dev.interpreter.shuffle_ctas = true;
       auto a = tp::tensor<T, 2>::from_host(dev, {M, K}, ha), b = tp::tensor<T, 2>::from_host(dev, {K, N}, hb);
       tp::partials_buffer partials(dev, kernel::partial_slots(sms), kernel::partial_floats);
-      auto kern = kernel::make(M, N, K, 2, tile_order::grouped, {}, partials.ref());
-      kern.stream_k_min_steps = 0;
-      ASSERT_TRUE(kern.schedule(sms).streams());
+      auto kern = kernel::make(M, N, K, {}, partials.ref());
+      kern.sched.order = kern.sched.order.reordered(2, tp::tile_order::grouped);
+      kern.sched.stream_k_min_saving = 0;
+      ASSERT_TRUE(kern.sched.plan(sms).streams());
       std::vector<T> hc;
       EXPECT_EQ(test::error_of([&] { hc = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(dev, a, b).to_host(); }), "")
           << test::mode_name(m) << ", seed " << seed;

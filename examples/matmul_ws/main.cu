@@ -18,7 +18,7 @@ int run(const tp::device& dev, long long M, long long N, long long K, Epi epi, c
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
   const auto partials = stream_k ? tp::partials_buffer(dev, kernel::partial_slots(sms), kernel::partial_floats)
                                  : tp::partials_buffer();  // none: the last wave runs whole tiles
-  const auto kern = kernel::make(M, N, K, 8, tile_order::grouped, epi, partials.ref());
+  const auto kern = kernel::make(M, N, K, epi, partials.ref());
   auto c = tp::kernel(kern, kern.config(sms), tp::out_type<T>(M, N))(dev, a, b);
   const auto hc = c.to_host();
 
@@ -31,7 +31,7 @@ int run(const tp::device& dev, long long M, long long N, long long K, Epi epi, c
   std::printf("matmul_ws %s, B %s%s%s%s, %lld x %lld x %lld on %s: %.3f ms, %.1f TFLOP/s\n", tp::dtype_traits<T>::name,
               b_row ? "row-major" : "column-major", hbias.empty() ? "" : ", bias + ReLU",
               Cluster > 1 ? ", clusters of 2 (B multicast)" : "",
-              kern.schedule(sms / Cluster).streams() ? ", last wave split by stream-K" : "", M, N, K, dev.name().c_str(),
+              kern.sched.plan(sms / Cluster).streams() ? ", last wave split by stream-K" : "", M, N, K, dev.name().c_str(),
               t.median_ms, 2.0 * M * N * K / (t.median_ms * 1e-3) / 1e12);
   return example::report("C", err, 1e-2);
 }

@@ -1,26 +1,21 @@
 // A persistent, warp-specialised matmul: C = epilogue(A * B).
 //
-// One CTA per SM loops over output tiles in an L2-friendly order. Each tile is one
-// emit_pipeline_warp_specialized over K; the tiles' pipelines form a chain on hoisted
-// allocations (start, steady..., stop), so the memory warpgroup fetches the next tile's
-// first blocks while the two compute warpgroups run the previous tile's epilogue. The
-// epilogue applies a hook (bias, activation), converts to the output type and stores the
-// accumulator in 64 x 64 chunks through a double-buffered SMEM tile with TMA, without
-// waiting for the stores: they drain while the next tile computes.
-//
-// When the tiles do not divide evenly among the CTAs and a workspace for partial sums is
-// given, the last wave is split by stream-K (core/stream_k.cuh): every CTA runs an equal
-// share of its steps, and a tile split between CTAs is finished by the CTA that runs its
-// last step, after adding the others' partial sums.
+// One CTA per SM loops over output tiles, as a tp::tile_scheduler deals them out: in an
+// L2-friendly order, and with the last wave split by stream-K when a workspace for partial
+// sums is given (a tile split between CTAs is finished by the CTA that runs its last step,
+// after adding the others' partial sums). Each tile is one emit_pipeline_warp_specialized
+// over K; the tiles' pipelines form a chain on hoisted allocations, so the memory warpgroup
+// fetches the next tile's first blocks while the two compute warpgroups run the previous
+// tile's epilogue. The epilogue applies a hook (bias, activation), converts to the output
+// type and stores the accumulator in 64 x 64 chunks through two SMEM buffers with TMA,
+// without waiting for the stores: they drain while the next tile computes.
 //
 // With Cluster = 2 (or 4), clusters of CTAs work on vertically adjacent tiles, which share
 // their B block: each CTA loads 1/Cluster of it and multicasts it to the others, so L2
-// serves B once per cluster. This is what cuBLAS's kernels for these shapes do.
+// serves B once per cluster, as cuBLAS's kernels for these shapes do.
 #pragma once
 
 #include <tilepipe/tilepipe.cuh>
-
-#include <climits>
 
 #include "../matmul/matmul_kernel.cuh"  // b_layout
 
@@ -42,18 +37,15 @@ struct bias_relu_epilogue {
   }
 };
 
-/// Tile order of the persistent loop.
-enum class tile_order { grouped, snake };
-
 template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue,
           int BK = 64, int Cluster = 1>
 struct matmul_ws_kernel {
   static constexpr int compute_wgs = 2;
-  static constexpr int num_threads = compute_wgs + 1;  // the memory warpgroup is the last
+  static constexpr int num_threads = compute_wgs + 1;          // the memory warpgroup is the last
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
-  static constexpr int WM = BM / compute_wgs;  // rows per compute warpgroup
-  static constexpr int EM = 64, EN = 64;       // epilogue chunk: 64 x 64
-  static constexpr long long partial_floats = WM * BN;  // one compute warpgroup's partial sum
+  static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
+  static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
+  static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
   using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<SK>>;
   // A K-major B block is one column panel: split into Cluster row boxes for multicast.
   using b_tile = std::conditional_t<BL == b_layout::row_major, tp::tile<tp::block<BK, BN>, tp::swizzle<128>>,
@@ -62,37 +54,18 @@ struct matmul_ws_kernel {
   using c_view = tp::smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
 
-  int tiles_m, tiles_n, k_steps;  // tiles_m counts whole clusters' worth of tile rows
-  tp::tile_order_plan plan;       // of the (cluster row, tile column) grid; divisions prepared on the host
-  tile_order order = tile_order::grouped;
+  tp::tile_scheduler<> sched;   // the tiles of (cluster row, tile column) and their k-steps
   Epilogue epilogue{};
-  tp::partials_ref partials{};  // stream-K workspace; empty: the last wave runs whole tiles
-  // Split the last wave only when that saves each CTA this many steps. Measured on an H100
-  // (docs/benchmarks.md, tuning step 33): handing a partial sum over costs about 8 steps of
-  // time, and a split wave realises only part of its nominal saving, because the CTAs that
-  // idle in an unsplit last wave leave their L2 bandwidth to the others.
-  int stream_k_min_steps = 24;
+  tp::partials_ref partials{};  // stream-K workspace: a slot per compute warpgroup of the grid
 
-  /// Partial-sum slots a grid of `ctas` CTAs needs (one per compute warpgroup).
-  static constexpr int partial_slots(int ctas) { return ctas * compute_wgs; }
-
-  /// Which tiles and steps each of `workers` clusters runs.
-  TP_HD tp::stream_k_plan schedule(int workers) const {
-    const tp::stream_k_plan s(plan.tiles(), k_steps, workers, partials.empty() ? INT_MAX : stream_k_min_steps);
-    TP_REQUIRE(!s.streams() || (partials.slots >= partial_slots(workers * Cluster) && partials.slot_floats >= partial_floats),
-               "matmul_ws: the stream-K workspace has %d slots of %lld floats; %d CTAs need %d of %lld",
-               partials.slots, partials.slot_floats, workers * Cluster, partial_slots(workers * Cluster), partial_floats);
-    return s;
-  }
-
-  /// The t-th (cluster row, tile column) in the persistent loop's order.
-  TP_HD tp::tile_coord tile_at(int t) const { return order == tile_order::snake ? plan.snake(t) : plan.grouped(t); }
-
-  TP_HD void operator()(tp::kernel_context& k, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
+  TP_HD void operator()(tp::kernel_context& ctx, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
                         tp::gmem<TC, 2, c_tile> c) const {
-    const int ci = tp::compute_index(k, compute_wgs);
+    const int ci = tp::compute_index(ctx, compute_wgs);
+    const int rank = ctx.cluster_rank(), worker = ctx.axis_index(0) / Cluster, workers = ctx.axis_size(0) / Cluster;
     const int a_row_blocks = static_cast<int>((a.shape[0] + BM - 1) / BM);
+    auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
     tp::accumulator<WM, BN> acc;  // lives in the compute warpgroups only
+    c_view c_buf[2];              // epilogue buffers
 
     auto step = [&acc, ci](auto, auto a_smem, auto b_smem) {
       auto b_kn = [&] {
@@ -102,19 +75,14 @@ struct matmul_ws_kernel {
       tp::wgmma(acc, tp::rows<WM>(a_smem, ci * WM), b_kn);
       tp::wgmma_wait<1>();  // one group stays in flight: delay_release<1>
     };
-
-    // Epilogue buffers: two 64 x 64 chunks per compute warpgroup, after the pipeline's slots.
-    c_view c_buf[2];
-    const int rank = k.cluster_rank(), worker = k.axis_index(0) / Cluster;
-    auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // of this CTA's rank in cluster w
-    auto make = [&](tp::tile_coord t, tp::work_unit u) {
-      auto context = tp::compute_context([&, t, u](auto pipeline) {
+    auto tile_pipeline = [&](tp::work_tile u) {  // u.tile: this CTA's tile
+      auto context = tp::compute_context([&, u](auto pipeline) {
         acc = tp::zeros<float, WM, BN>();
         pipeline();
         tp::wgmma_wait<0>(acc);
-        if (u.publishes) return tp::publish_partial(acc, partials, slot(worker));  // the tile's owner finishes it
+        if (u.publishes) return tp::publish_partial(acc, partials, slot(worker));  // another CTA finishes the tile
         for (int w = u.first_contributor; w < worker; ++w) tp::accumulate_partial(acc, partials, slot(w));
-        const long long row0 = static_cast<long long>(t.m) * BM + ci * WM, col0 = static_cast<long long>(t.n) * BN;
+        const long long row0 = static_cast<long long>(u.tile.m) * BM + ci * WM, col0 = static_cast<long long>(u.tile.n) * BN;
         acc = tp::map(acc, [&](float v, int r, int cc) { return epilogue(v, row0 + r, col0 + cc); });
         tp::static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
           constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
@@ -122,15 +90,17 @@ struct matmul_ws_kernel {
           tp::wait_smem_to_gmem<1, true>();  // the store that last read this buffer is done reading
           tp::store_block<rb * EM, cb * EN>(buf, acc);
           tp::commit_smem();
-          tp::copy_smem_to_gmem(buf, c, tp::idx((t.m * BM + ci * WM) / EM + rb, t.n * (BN / EN) + cb));
+          tp::copy_smem_to_gmem(buf, c, tp::idx((u.tile.m * BM + ci * WM) / EM + rb, u.tile.n * (BN / EN) + cb));
         });
       });
       // A tile row past the matrix's edge (the last cluster's spare CTAs) reads the last
       // row block instead: its results are never stored, and an index map must stay inside.
-      auto a_map = [m = t.m < a_row_blocks ? t.m : a_row_blocks - 1, k0 = u.k_begin](auto kk) { return tp::idx(m, k0 + kk); };
-      auto b_map = [t, k0 = u.k_begin](auto kk) {
-        if constexpr (BL == b_layout::row_major) return tp::idx(k0 + kk, t.n);
-        else return tp::idx(t.n, k0 + kk);
+      auto a_map = [m = u.tile.m < a_row_blocks ? u.tile.m : a_row_blocks - 1, k0 = u.k_begin](auto k) {
+        return tp::idx(m, k0 + k);
+      };
+      auto b_map = [n = u.tile.n, k0 = u.k_begin](auto k) {
+        if constexpr (BL == b_layout::row_major) return tp::idx(k0 + k, n);
+        else return tp::idx(n, k0 + k);
       };
       return tp::emit_pipeline_warp_specialized(
           step, tp::grid(u.k_end - u.k_begin),
@@ -140,22 +110,22 @@ struct matmul_ws_kernel {
           tp::max_concurrent_steps<Stages>, context);
     };
 
-    auto alloc = make({0, 0}, {0, 0, k_steps, false, 0}).get_allocations(k, a, b);
-    unsigned char* bufs = k.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
-    for (int i = 0; i < 2; ++i)
-      c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
+    auto alloc = tile_pipeline({{0, 0}, 0, sched.steps, false, 0}).get_allocations(ctx, a, b);
+    unsigned char* bufs = ctx.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
+    for (int i = 0; i < 2; ++i) c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
 
     // The persistent loop: this cluster's tiles (a column of Cluster tiles each) and pieces
     // of tiles, one pipeline of the chain each. The stores of tile rows past the end fall
     // outside C, and TMA drops them.
-    const tp::stream_k_plan::share work = schedule(k.axis_size(0) / Cluster).worker(worker);
-    tp::warp_specialized_for<compute_wgs, 40>(k, 0, work.units(), 1, [&](int j, tp::pipeline_state state, auto role) {
-      const tp::work_unit u = work.unit(j);
-      const tp::tile_coord c = tile_at(u.tile);
-      make({c.m * Cluster + rank, c.n}, u)(k, alloc, state, role, a, b);
+    const auto work = sched.worker(worker, workers);
+    if (work.streams()) partials.require(partial_slots(workers * Cluster), partial_floats);
+    tp::warp_specialized_for<compute_wgs, 40>(ctx, 0, work.size(), 1, [&](int j, tp::pipeline_state state, auto role) {
+      tp::work_tile u = work[j];
+      u.tile.m = u.tile.m * Cluster + rank;
+      tile_pipeline(u)(ctx, alloc, state, role, a, b);
     });
-    if (k.thread_index() != compute_wgs) tp::wait_smem_to_gmem<0>();  // the last tile's stores
-    if constexpr (Cluster > 1) k.cluster_sync();  // no CTA leaves while its peers multicast into it
+    if (ctx.thread_index() != compute_wgs) tp::wait_smem_to_gmem<0>();  // the last tile's stores
+    if constexpr (Cluster > 1) ctx.cluster_sync();  // no CTA leaves while its peers multicast into it
   }
 
   /// Shared memory: the pipeline's slots and barriers, then the epilogue buffers.
@@ -163,20 +133,28 @@ struct matmul_ws_kernel {
       Stages * (BM * BK + BK * BN) * sizeof(T) + 2 * 1024 + 2 * compute_wgs * c_view::bytes;
   static_assert(tp::diagnostic::smem_over_budget<smem_bytes, tp::smem_capacity>::ok);
 
-  /// `partials`: a workspace of partial_slots(grid) slots of partial_floats floats, which
-  /// lets the last wave be split by stream-K; without one, it runs whole tiles.
-  static matmul_ws_kernel make(long long M, long long N, long long K, int group = 8, tile_order order = tile_order::grouped,
-                               Epilogue epi = {}, tp::partials_ref partials = {}) {
-    const int rows_of_clusters = static_cast<int>((M + BM * Cluster - 1) / (BM * Cluster));
-    const int tiles_n = static_cast<int>((N + BN - 1) / BN);
-    return {rows_of_clusters * Cluster, tiles_n, static_cast<int>((K + BK - 1) / BK),
-            tp::tile_order_plan(rows_of_clusters, tiles_n, group), order, epi, partials};
+  /// Partial-sum slots a grid of `ctas` CTAs needs.
+  static constexpr int partial_slots(int ctas) { return ctas * compute_wgs; }
+  /// Split the last wave only when that saves each CTA this many steps: handing a partial
+  /// sum over costs about 8, and a split wave realises only part of its nominal saving
+  /// (measured on an H100; docs/design.md, "Stream-K for the last wave").
+  static constexpr int stream_k_min_steps = 24;
+
+  /// C (M x N) = epilogue(A (M x K) * B), tiles in bands of 8 tile rows. `partials`: a
+  /// workspace of partial_slots(grid) slots of partial_floats floats, which lets the last
+  /// wave be split by stream-K; without one, it runs whole tiles.
+  static matmul_ws_kernel make(long long M, long long N, long long K, Epilogue epi = {}, tp::partials_ref partials = {}) {
+    const tp::tile_order_plan tiles(static_cast<int>((M + BM * Cluster - 1) / (BM * Cluster)),
+                                    static_cast<int>((N + BN - 1) / BN), 8);
+    return {{tiles, static_cast<int>((K + BK - 1) / BK), partials.empty() ? tp::stream_k_off : stream_k_min_steps},
+            epi, partials};
   }
   /// One CTA per SM (or per tile, when there are fewer tiles and no stream-K split), in
   /// clusters of Cluster.
   tp::launch_config config(int sms) const {
-    const bool fewer = tiles_m * tiles_n < sms && !schedule(sms / Cluster).streams();
-    const int ctas = fewer ? tiles_m * tiles_n : sms / Cluster * Cluster;
-    return {.grid = {ctas}, .smem_bytes = smem_bytes, .cluster = Cluster};
+    const int tiles = sched.order.tiles() * Cluster;
+    const bool streams = sched.plan(sms / Cluster).streams();
+    if (streams) partials.require(partial_slots(sms / Cluster * Cluster), partial_floats);
+    return {.grid = {tiles < sms && !streams ? tiles : sms / Cluster * Cluster}, .smem_bytes = smem_bytes, .cluster = Cluster};
   }
 };

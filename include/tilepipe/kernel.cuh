@@ -3,7 +3,7 @@
 
 #include "host/device.cuh"
 #include "host/launch.cuh"
-#include "host/partials_buffer.cuh"
 #include "host/tensor.cuh"
 #include "host/tensor_map.cuh"
 #include "host/timing.cuh"
+#include "sched/partials_buffer.cuh"

@@ -17,8 +17,8 @@
 // before it is needed.
 #pragma once
 
-#include "config.cuh"
-#include "error.cuh"
+#include "../core/config.cuh"
+#include "../core/error.cuh"
 
 namespace tilepipe {
 
@@ -33,6 +33,9 @@ struct work_unit {
   /// equal to its own index when the tile is not split.
   int first_contributor;
 };
+
+/// A min_saving no split reaches: the plain persistent loop, whole tiles only.
+inline constexpr int stream_k_off = 0x7fffffff;
 
 /// Which pieces each worker runs. Stream-K is used when it shortens every worker's time by
 /// at least `min_saving` steps (the cost of writing and reading back a partial sum) and
@@ -79,6 +82,8 @@ class stream_k_plan::share {
  public:
   /// How many pieces the worker runs.
   TP_HD int units() const { return units_; }
+  /// Whether the plan splits the last wave (and partial sums are exchanged).
+  TP_HD bool streams() const { return plan_.streams(); }
   /// The j-th piece, in the order the worker runs them (0 <= j < units()).
   TP_HD work_unit unit(int j) const {
     const stream_k_plan& p = plan_;

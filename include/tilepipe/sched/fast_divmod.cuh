@@ -7,8 +7,8 @@
 // FastDivmod) a division is one multiply-high, an add and a shift.
 #pragma once
 
-#include "config.cuh"
-#include "error.cuh"
+#include "../core/config.cuh"
+#include "../core/error.cuh"
 
 namespace tilepipe {
 

@@ -2,7 +2,7 @@
 // of a matrix product, so that tiles running at the same time share operands in L2.
 #pragma once
 
-#include "config.cuh"
+#include "../core/config.cuh"
 #include "fast_divmod.cuh"
 
 namespace tilepipe {
@@ -56,23 +56,29 @@ TP_HD constexpr tile_coord snake_tile_order(int id, int tiles_m, int tiles_n, in
   return detail::plain_grouped_order(id, tiles_m, tiles_n, group, true);
 }
 
-/// Both orders of one tiles_m x tiles_n grid with their divisions prepared once (see
-/// fast_divmod), for a persistent loop that evaluates one per tile: make it on the host
-/// and pass it to the kernel.
+/// How a persistent loop visits the tiles: bands of `group` tile rows, each walked column
+/// by column (grouped), or every other band backwards (snake).
+enum class tile_order { grouped, snake };
+
+/// The tiles_m x tiles_n tiles of one output in one order, with the divisions prepared once
+/// (see fast_divmod), for a persistent loop that maps one tile index per tile: make it on
+/// the host and pass it to the kernel (tile_scheduler does).
 class tile_order_plan {
  public:
   tile_order_plan() = default;
-  TP_HD tile_order_plan(int tiles_m, int tiles_n, int group)
+  TP_HD tile_order_plan(int tiles_m, int tiles_n, int group, tile_order order = tile_order::grouped)
       : tiles_m_(tiles_m), tiles_n_(tiles_n), per_band_(checked(tiles_m, tiles_n, group) * tiles_n),
-        full_rows_(group), tail_rows_(detail::tail_rows(tiles_m, group)) {}
+        full_rows_(group), tail_rows_(detail::tail_rows(tiles_m, group)), snake_(order == tile_order::snake) {}
 
   TP_HD int tiles() const { return tiles_m_ * tiles_n_; }
-  TP_HD tile_coord grouped(int id) const {
-    return detail::grouped_order(id, tiles_m_, tiles_n_, per_band_, full_rows_, tail_rows_, false);
+  TP_HD int tiles_m() const { return tiles_m_; }
+  TP_HD int tiles_n() const { return tiles_n_; }
+  /// The id-th tile of the order (0 <= id < tiles()).
+  TP_HD tile_coord at(int id) const {
+    return detail::grouped_order(id, tiles_m_, tiles_n_, per_band_, full_rows_, tail_rows_, snake_);
   }
-  TP_HD tile_coord snake(int id) const {
-    return detail::grouped_order(id, tiles_m_, tiles_n_, per_band_, full_rows_, tail_rows_, true);
-  }
+  /// The same tiles in another order.
+  TP_HD tile_order_plan reordered(int group, tile_order order) const { return {tiles_m_, tiles_n_, group, order}; }
 
  private:
   static TP_HD int checked(int tiles_m, int tiles_n, int group) {
@@ -82,6 +88,7 @@ class tile_order_plan {
   }
   int tiles_m_ = 1, tiles_n_ = 1;  // the group is full_rows_'s divisor
   fast_divmod per_band_, full_rows_, tail_rows_;
+  bool snake_ = false;
 };
 
 }  // namespace tilepipe

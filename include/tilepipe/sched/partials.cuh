@@ -1,0 +1,89 @@
+// Partial sums handed from one CTA to another through global memory (stream-K, split-K).
+//
+// A warpgroup stores its f32 accumulator into a slot of a workspace and publishes it with
+// a flag; the warpgroup that finishes the tile waits for the flag and adds the slot into
+// its own accumulator. A slot's layout is opaque, only these functions read it: each
+// thread's elements in the order the fragment visits them (for_each), in 16-byte quads,
+// interleaved with the other threads' quads, so that on the GPU every warp store and load
+// is 512 contiguous bytes. (The interpreter's one thread holds the tile: row-major.)
+#pragma once
+
+#include "../backend/primitives.cuh"
+#include "../ops/fragment.cuh"
+
+namespace tilepipe {
+
+/// Where the CTAs of one launch leave partial sums for each other: `slots` slots of
+/// `slot_floats` floats (16-byte aligned), each with a flag that is 0 between launches.
+struct partials_ref {
+  float* data = nullptr;
+  unsigned* flags = nullptr;
+  int slots = 0;
+  long long slot_floats = 0;
+
+  TP_HD bool empty() const { return slots == 0; }
+  TP_HD float* slot(int i) const { return data + i * slot_floats; }
+  TP_HD unsigned* flag(int i) const { return flags + i; }
+  /// Fails unless there are `n` slots of `floats` floats: what a grid that splits needs.
+  TP_HD void require(int n, long long floats) const {
+    TP_REQUIRE(slots >= n && slot_floats >= floats,
+               "stream-K: the partial-sum workspace has %d slots of %lld floats; the grid needs %d of %lld", slots,
+               slot_floats, n, floats);
+  }
+};
+
+namespace detail {
+struct alignas(16) partial_quad {
+  float v[4];
+};
+
+/// Where a warpgroup's M x N accumulator lies in a slot: quad j of thread t at quad
+/// j * threads + t.
+template <int M, int N>
+struct partial_layout {
+  static constexpr int per_thread = sizeof(accumulator<M, N>::v) / sizeof(float);  // elements one thread holds
+  static constexpr int threads = M * N / per_thread;                              // threads holding the tile
+  static_assert(per_thread % 4 == 0, "tilepipe: partial sums move in quads of 4 floats per thread");
+  /// A thread's index among them, from the element it visits first: in the wgmma layout
+  /// (ops/fragment.cuh) thread t starts at row 16 (t / 32) + (t % 32) / 4, column 2 (t % 4);
+  /// the interpreter's thread at (0, 0).
+  static TP_HD TP_FORCEINLINE int thread_of_first(int row, int col) { return 32 * (row / 16) + 4 * (row % 16) + col / 2; }
+};
+}  // namespace detail
+
+/// Every thread of the warpgroup: writes the accumulator into slot i and sets its flag.
+template <int M, int N>
+TP_HD TP_FORCEINLINE void publish_partial(const accumulator<M, N>& acc, const partials_ref& ws, int i) {
+  using layout = detail::partial_layout<M, N>;
+  auto* dst = reinterpret_cast<detail::partial_quad*>(ws.slot(i));
+  int e = 0, t = 0;  // the element's place in this thread's visiting order; the thread
+  detail::partial_quad q;
+  acc.for_each([&](float v, int row, int col) {
+    if (e == 0) t = layout::thread_of_first(row, col);
+    q.v[e % 4] = v;
+    if (e % 4 == 3) dst[e / 4 * layout::threads + t] = q;
+    ++e;
+  });
+  prim::warpgroup_sync();  // every thread's stores precede the leader's release
+  if (prim::leader()) prim::flag_release(ws.flag(i));
+}
+
+/// Every thread of the warpgroup: waits until slot i is published, adds it to the
+/// accumulator and clears the flag (each slot is read once per launch).
+template <int M, int N>
+TP_HD TP_FORCEINLINE void accumulate_partial(accumulator<M, N>& acc, const partials_ref& ws, int i) {
+  using layout = detail::partial_layout<M, N>;
+  if (prim::leader()) prim::flag_acquire_reset(ws.flag(i));
+  prim::warpgroup_sync();  // the leader's acquire precedes every thread's loads
+  const auto* src = reinterpret_cast<const detail::partial_quad*>(ws.slot(i));
+  int e = 0, t = 0;
+  detail::partial_quad q;
+  acc.for_each([&](float& v, int row, int col) {
+    if (e == 0) t = layout::thread_of_first(row, col);
+    if (e % 4 == 0) q = src[e / 4 * layout::threads + t];
+    v += q.v[e % 4];
+    ++e;
+  });
+}
+
+}  // namespace tilepipe
