@@ -43,6 +43,23 @@
 #  define TP_DEBUG_CHECKS 0
 #endif
 
+/// Fails with a formatted message (core/error.cuh; TP_REQUIRE checks with it): throws
+/// tilepipe::error on the host and in the interpreter; on the GPU traps, printing the
+/// message first only in debug builds (TILEPIPE_DEBUG): a printf is a function call, and a
+/// call anywhere in a kernel makes ptxas serialise every wgmma.
+#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG)
+#  define TP_FAIL(...)                   \
+    do {                                 \
+      printf("tilepipe: " __VA_ARGS__);  \
+      printf("\n");                      \
+      __trap();                          \
+    } while (0)
+#elif TP_DEVICE_PASS
+#  define TP_FAIL(...) __trap()
+#else
+#  define TP_FAIL(...) ::tilepipe::detail::throw_formatted(__VA_ARGS__)
+#endif
+
 namespace tilepipe {
 
 /// Threads in one warpgroup: the unit that runs a tilepipe kernel "thread" (as in Pallas).

@@ -11,7 +11,7 @@
 
 #include "../../core/config.cuh"
 
-#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG_HANGS)
+#if defined(TILEPIPE_DEBUG_HANGS)
 #include "sync.cuh"
 
 #include <cstdio>

@@ -1,10 +1,9 @@
 // sm_90 synchronisation: mbarriers, named barriers and proxy fences (CCCL cuda::ptx).
-// Device-only; reached through backend/primitives.cuh.
+// Device pass only (through sm90/primitives.cuh).
 #pragma once
 
 #include "../../core/config.cuh"
 
-#if TP_DEVICE_PASS
 #include <cuda/ptx>
 
 namespace tilepipe::sm90 {
@@ -30,10 +29,6 @@ TP_DEVICE TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t 
 
 TP_DEVICE TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
   ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar, bytes);
-}
-
-TP_DEVICE TP_FORCEINLINE void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
-  ptx::mbarrier_expect_tx(ptx::sem_relaxed, ptx::scope_cta, ptx::space_shared, bar, bytes);
 }
 
 TP_DEVICE TP_FORCEINLINE bool mbarrier_try_wait(std::uint64_t* bar, std::uint32_t parity) {
@@ -90,4 +85,3 @@ TP_DEVICE TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
 }
 
 }  // namespace tilepipe::sm90
-#endif
