@@ -228,15 +228,34 @@ TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, Tr, Cols>
   }
 }
 
-/// Waits until at most N committed store groups of this warpgroup are pending; with
-/// ReadOnly, until they no longer read SMEM (the SMEM may then be rewritten).
-template <int N, bool ReadOnly = false>
+/// wait_smem_to_gmem's option: wait only until the stores have read their shared memory
+/// (the buffer may then be rewritten), not until their writes to global memory are done.
+struct reads_done_t {
+  explicit reads_done_t() = default;
+};
+inline constexpr reads_done_t reads_done{};
+
+/// Waits until at most N committed store groups of this warpgroup are pending (Pallas'
+/// wait_smem_to_gmem): wait_smem_to_gmem<N>() until the others' writes are done;
+/// wait_smem_to_gmem<N>(tp::reads_done) only until the others no longer read SMEM.
+template <int N>
 TP_HD TP_FORCEINLINE void wait_smem_to_gmem() {
-  if (prim::leader()) {
-    if constexpr (ReadOnly) prim::bulk_wait_read<N>();
-    else prim::bulk_wait<N>();
-  }
+  if (prim::leader()) prim::bulk_wait<N>();
   prim::warpgroup_sync();
+}
+
+template <int N>
+TP_HD TP_FORCEINLINE void wait_smem_to_gmem(reads_done_t) {
+  if (prim::leader()) prim::bulk_wait_read<N>();
+  prim::warpgroup_sync();
+}
+
+/// The old spelling wait_smem_to_gmem<N, true>(), kept only until examples/matmul_ws
+/// (rewritten on another branch) writes wait_smem_to_gmem<N>(tp::reads_done): delete it then.
+template <int N, bool ReadsDone>
+TP_HD TP_FORCEINLINE void wait_smem_to_gmem() {
+  if constexpr (ReadsDone) wait_smem_to_gmem<N>(reads_done);
+  else wait_smem_to_gmem<N>();
 }
 
 /// Starts loading block `bi` of `src` into `dst`; completes on `bar` (arrives once with
