@@ -5,6 +5,9 @@
 //     __CUDA_ARCH__ is defined) and once for the host, where the same code runs in the
 //     CPU interpreter;
 //   * by a plain C++20 compiler: only the interpreter exists (CI without a GPU).
+// Apart from include/tilepipe/backend/, this is the only file that tells the passes apart
+// (TP_DEVICE_PASS, and what follows from it: TP_DEBUG_CHECKS, TP_FAIL); the ctest
+// interp.backend_ifs checks that.
 #pragma once
 
 #include <cstddef>
