@@ -25,7 +25,6 @@ def emit():
         "",
         '#include "../../core/config.cuh"',
         "",
-        "#if TP_DEVICE_PASS",
         "namespace tilepipe::sm90 {",
         "",
         "template <int N, bool IsBf16>",
@@ -58,7 +57,7 @@ def emit():
                 f"  }}",
                 f"}};",
             ]
-    out += ["", "}  // namespace tilepipe::sm90", "#endif", ""]
+    out += ["", "}  // namespace tilepipe::sm90", ""]
     OUT.write_text("\n".join(out))
 
 

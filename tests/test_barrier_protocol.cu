@@ -219,7 +219,7 @@ struct store_then_rewrite_kernel {  // one buffer stored twice; the rewrite wait
     tp::store(buf, tp::full<float, 64, 64>(1.0f));
     tp::commit_smem();
     tp::copy_smem_to_gmem(buf, y, tp::idx(0, 0));
-    if constexpr (ReadWait) tp::wait_smem_to_gmem<0, true>();
+    if constexpr (ReadWait) tp::wait_smem_to_gmem<0>(tp::reads_done);
     tp::store(buf, tp::full<float, 64, 64>(2.0f));
     tp::commit_smem();
     tp::copy_smem_to_gmem(buf, y, tp::idx(0, 0));

@@ -107,7 +107,7 @@ struct fill_kernel {
         tp::store(buf, f);
         tp::commit_smem();
         tp::copy_smem_to_gmem(buf, y, tp::idx(i, j));
-        tp::wait_smem_to_gmem<0, true>();
+        tp::wait_smem_to_gmem<0>(tp::reads_done);
       }
     tp::wait_smem_to_gmem<0>();
   }

@@ -383,7 +383,7 @@ struct cluster_slot_kernel {
     } else {
       for (int i = 0; i < steps; ++i) {
         tp::barrier_wait(ready[0], i & 1);
-        tp::wait_smem_to_gmem<0, true>();  // out is free again
+        tp::wait_smem_to_gmem<0>(tp::reads_done);  // out is free again
         tp::map([](float v) { return v + 1.0f; }, out, slot);
         if constexpr (CountsWholeCluster) tp::prim::mbarrier_arrive_per_warp_cluster(tp::prim::barrier_at(consumed[0].ptr), 2);
         else tp::prim::mbarrier_arrive_per_warp(consumed[0].ptr);

@@ -102,7 +102,7 @@ struct producer_consumer_kernel {
           return;
         }
       // The store issued from this output buffer two blocks ago must have read it.
-      if constexpr (Bug != pc_bug::store_slot_reuse) tp::wait_smem_to_gmem<1, true>();
+      if constexpr (Bug != pc_bug::store_slot_reuse) tp::wait_smem_to_gmem<1>(tp::reads_done);
       tp::map([](float v) { return 2.0f * v + 1.0f; }, out, src);
       if constexpr (Bug != pc_bug::early_release) tp::barrier_arrive(consumed[slot]);
       if constexpr (Bug != pc_bug::missing_commit) tp::commit_smem();

@@ -87,7 +87,7 @@ struct matmul_ws_kernel {
         tp::static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
           constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
           const c_view& buf = c_buf[chunk.value % 2];
-          tp::wait_smem_to_gmem<1, true>();  // the store that last read this buffer is done reading
+          tp::wait_smem_to_gmem<1>(tp::reads_done);  // the store that last read this buffer is done reading
           tp::store_block<rb * EM, cb * EN>(buf, acc);
           tp::commit_smem();
           tp::copy_smem_to_gmem(buf, c, tp::idx((u.tile.m * BM + ci * WM) / EM + rb, u.tile.n * (BN / EN) + cb));

@@ -5,6 +5,9 @@
 //     __CUDA_ARCH__ is defined) and once for the host, where the same code runs in the
 //     CPU interpreter;
 //   * by a plain C++20 compiler: only the interpreter exists (CI without a GPU).
+// Apart from include/tilepipe/backend/, this is the only file that tells the passes apart
+// (TP_DEVICE_PASS, and what follows from it: TP_DEBUG_CHECKS, TP_FAIL); the ctest
+// interp.backend_ifs checks that.
 #pragma once
 
 #include <cstddef>
@@ -38,6 +41,23 @@
 #  define TP_DEBUG_CHECKS 1
 #else
 #  define TP_DEBUG_CHECKS 0
+#endif
+
+/// Fails with a formatted message (core/error.cuh; TP_REQUIRE checks with it): throws
+/// tilepipe::error on the host and in the interpreter; on the GPU traps, printing the
+/// message first only in debug builds (TILEPIPE_DEBUG): a printf is a function call, and a
+/// call anywhere in a kernel makes ptxas serialise every wgmma.
+#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG)
+#  define TP_FAIL(...)                   \
+    do {                                 \
+      printf("tilepipe: " __VA_ARGS__);  \
+      printf("\n");                      \
+      __trap();                          \
+    } while (0)
+#elif TP_DEVICE_PASS
+#  define TP_FAIL(...) __trap()
+#else
+#  define TP_FAIL(...) ::tilepipe::detail::throw_formatted(__VA_ARGS__)
 #endif
 
 namespace tilepipe {

@@ -89,21 +89,8 @@ struct smem_over_budget {
 
 }  // namespace tilepipe
 
-/// Fails with a formatted message: throws on the host and in the interpreter; on the GPU
-/// traps, printing the message first only in debug builds (TILEPIPE_DEBUG): a printf is
-/// a function call, and a call anywhere in a kernel makes ptxas serialise every wgmma.
-#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG)
-#  define TP_FAIL(...)                   \
-    do {                                 \
-      printf("tilepipe: " __VA_ARGS__);  \
-      printf("\n");                      \
-      __trap();                          \
-    } while (0)
-#elif TP_DEVICE_PASS
-#  define TP_FAIL(...) __trap()
-#else
-#  define TP_FAIL(...) ::tilepipe::detail::throw_formatted(__VA_ARGS__)
-#endif
+// TP_FAIL(format, args...) fails with a formatted message; core/config.cuh defines it with
+// the other choices that differ between the device pass and the host.
 
 /// Checks a runtime requirement; the message names what is wrong.
 #define TP_REQUIRE(cond, ...) \

@@ -12,7 +12,6 @@
 // The host builds a tensor map for every tile a GMEM parameter's type lists.
 #pragma once
 
-#include "../backend/interpret/cta.hpp"
 #include "../backend/interpret/grid_runner.hpp"
 #include "../context.cuh"
 #include "../core/refs.cuh"
@@ -22,14 +21,11 @@
 
 #include <cuda/std/tuple>
 
-#include <algorithm>
 #include <array>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <cxxabi.h>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <typeinfo>
 #include <vector>
@@ -214,55 +210,20 @@ const std::string& kernel_name() {
   return name;
 }
 
-/// Runs the grid on the host, one cluster of CTAs at a time (a CTA is a cluster of one):
-/// each warpgroup of each CTA of the cluster is a host thread.
+/// Runs the launch in the interpreter (backend/interpret/grid_runner.hpp).
 template <class K, class KP>
 void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, const interpret::options& opt) {
-  constexpr int nt = threads_of<K>();
-  const int cl = cfg.cluster;
-  const int gx = p.grid.extent[0], gy = p.grid.extent[1], gz = p.grid.extent[2];
-  std::vector<std::array<int, 3>> order;  // the first CTA of each cluster
-  for (int z = 0; z < gz; ++z)
-    for (int y = 0; y < gy; ++y)
-      for (int x = 0; x < gx; x += cl) order.push_back({x, y, z});
-  if (opt.shuffle_ctas) {
-    std::mt19937_64 rng(opt.seed);
-    std::shuffle(order.begin(), order.end(), rng);
-  }
-  const std::string name = kernel_name<K>();
-  // Runs CTA `number` of `order`; a CTA that waits for another's flag runs the next ones
-  // ahead through `grid`.
-  interpret::grid_runner grid(order.size(), [&](std::size_t number) {
-    const auto& c = order[number];
-    std::string cta_name = "(" + std::to_string(c[0]) + (cl > 1 ? ".." + std::to_string(c[0] + cl - 1) : "");
-    for (std::size_t a = 1; a < cfg.grid.size(); ++a) cta_name += ", " + std::to_string(c[a]);
-    cta_name += ")";
-    interpret::cta_state st(nt, smem, opt, name, cta_name, static_cast<int>(number), cl);
-    st.grid = &grid;
-    std::vector<std::thread> threads;
-    for (int i = 0; i < nt * cl; ++i)
-      threads.emplace_back([&, i] {
-        interpret::current() = {&st, i};
-        const int cta[max_grid_rank] = {c[0] + i / nt, c[1], c[2]};
-        try {
-          st.sched.enter(i);
-          run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
-          st.on_warpgroup_exit(i);
-        } catch (const interpret::cta_aborted&) {
-        } catch (const std::exception& e) {
-          std::string what = e.what();
-          if (what.rfind("tilepipe: ", 0) == 0) what.erase(0, 10);  // the launch's message says it once
-          st.sched.abort(std::string("warpgroup ") + std::to_string(i) + ": " + what);
-        }
-        st.sched.finish(i);
-        interpret::current() = {};
-      });
-    for (auto& t : threads) t.join();
-    if (st.sched.aborted()) throw error("tilepipe: kernel " + name + ", CTA " + cta_name + ": " + st.sched.reason());
-    st.check_exit();
+  static_assert(max_grid_rank == 3, "tilepipe: the interpreter runs grids of 3 axes");
+  interpret::grid_shape g;
+  for (int a = 0; a < max_grid_rank; ++a) g.extent[a] = p.grid.extent[a];
+  g.rank = static_cast<int>(cfg.grid.size());
+  g.cluster = cfg.cluster;
+  g.warpgroups = threads_of<K>();
+  g.smem_bytes = smem;
+  interpret::run_grid(g, opt, kernel_name<K>(), [&](const std::array<int, 3>& c) {
+    const int cta[max_grid_rank] = {c[0], c[1], c[2]};
+    run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
   });
-  while (grid.run_next()) {
-  }
 }
 
 template <class T, int R>

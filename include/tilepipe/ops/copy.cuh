@@ -46,7 +46,7 @@ TP_HD void check_block_inside(const G& g, const index<G::rank>& bi, const block_
 /// TMA coordinates (innermost first) of the first element of block `bi` of `g`.
 template <class Tile, class G>
 TP_HD TP_FORCEINLINE void block_coords(const G& g, const index<G::rank>& bi, int (&co)[G::rank],
-                                       [[maybe_unused]] const block_site& site) {
+                                       const block_site& site) {
   using B = typename Tile::block_type;
   if constexpr (debug_checks)
     if (site.operand >= 0) check_block_inside<Tile>(g, bi, site);
@@ -56,21 +56,21 @@ TP_HD TP_FORCEINLINE void block_coords(const G& g, const index<G::rank>& bi, int
                                                            : static_cast<long long>(bi.v[d]);
     co[G::rank - 1 - d] = static_cast<int>(g.origin[d] + e);
   }
-#if !TP_DEVICE_PASS
   // A block that crosses the end of a slice but not of the tensor would read or write
   // memory outside the slice: TMA bounds are the tensor's. Only whole blocks may overhang
   // a slice that ends at the tensor's edge.
-  const tma_desc& m = g.template map<Tile>();
-  for (int d = 0; d < G::rank; ++d) {
-    const long long start = co[G::rank - 1 - d] - g.origin[d], size = B::size_at(d);
-    const long long tensor_end = m.dims[G::rank - 1 - d] - g.origin[d];
-    if (start + size > g.shape[d] && g.shape[d] < tensor_end)
-      detail::throw_formatted(
-          "block [%lld, %lld) of dimension %d crosses the end (%lld) of a gmem slice that does not end at the "
-          "tensor's edge: TMA would touch elements outside the slice",
-          start, start + size, d, g.shape[d]);
+  if constexpr (debug_checks) {
+    const tma_desc& m = g.template map<Tile>();
+    for (int d = 0; d < G::rank; ++d) {
+      const long long start = co[G::rank - 1 - d] - g.origin[d], size = B::size_at(d);
+      const long long tensor_end = m.dims[G::rank - 1 - d] - g.origin[d];
+      if (start + size > g.shape[d] && g.shape[d] < tensor_end)
+        prim::fail(site.failure,
+                   "block [%lld, %lld) of dimension %d crosses the end (%lld) of a gmem slice that does not end at "
+                   "the tensor's edge: TMA would touch elements outside the slice",
+                   start, start + size, d, g.shape[d]);
+    }
   }
-#endif
 }
 
 }  // namespace detail
@@ -226,14 +226,25 @@ TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, Tr, Cols>
   }
 }
 
-/// Waits until at most N committed store groups of this warpgroup are pending; with
-/// ReadOnly, until they no longer read SMEM (the SMEM may then be rewritten).
-template <int N, bool ReadOnly = false>
+/// wait_smem_to_gmem's option: wait only until the stores have read their shared memory
+/// (the buffer may then be rewritten), not until their writes to global memory are done.
+struct reads_done_t {
+  explicit reads_done_t() = default;
+};
+inline constexpr reads_done_t reads_done{};
+
+/// Waits until at most N committed store groups of this warpgroup are pending (Pallas'
+/// wait_smem_to_gmem): wait_smem_to_gmem<N>() until the others' writes are done;
+/// wait_smem_to_gmem<N>(tp::reads_done) only until the others no longer read SMEM.
+template <int N>
 TP_HD TP_FORCEINLINE void wait_smem_to_gmem() {
-  if (prim::leader()) {
-    if constexpr (ReadOnly) prim::bulk_wait_read<N>();
-    else prim::bulk_wait<N>();
-  }
+  if (prim::leader()) prim::bulk_wait<N>();
+  prim::warpgroup_sync();
+}
+
+template <int N>
+TP_HD TP_FORCEINLINE void wait_smem_to_gmem(reads_done_t) {
+  if (prim::leader()) prim::bulk_wait_read<N>();
   prim::warpgroup_sync();
 }
 

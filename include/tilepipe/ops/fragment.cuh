@@ -1,12 +1,8 @@
-// Register tiles in the wgmma accumulator layout.
-//
-// A fragment<T, M, N> is an M x N tile held by one warpgroup. On the GPU each of the 128
-// threads holds M * N / 128 elements in the layout wgmma writes its accumulators in
-// (PTX ISA "Matrix fragments for wgmma"): for the 64-row block b, thread t = 32 w + l and
-// its register i = 4 j + q hold
-//     row = 64 b + 16 w + l / 4 + 8 (q / 2),   col = 8 j + 2 (l % 4) + q % 2.
-// In the interpreter one host thread holds the whole tile, row-major. Every operation
-// below gives the same values on both.
+// Register tiles: a fragment<T, M, N> is an M x N tile held by one warpgroup, in the
+// registers of its threads as the backend lays them out (prim::tile_registers: on the GPU
+// the layout wgmma writes its accumulators in, in the interpreter the whole tile in one
+// host thread). Every operation below is written against that trait and gives the same
+// values on both.
 #pragma once
 
 #include "../backend/primitives.cuh"
@@ -18,29 +14,6 @@
 
 namespace tilepipe {
 
-namespace detail {
-#if TP_DEVICE_PASS
-TP_DEVICE TP_FORCEINLINE int frag_row(int b, int i) {
-  const int t = static_cast<int>(threadIdx.x % warpgroup_size);
-  return 64 * b + 16 * (t / 32) + (t % 32) / 4 + 8 * ((i % 4) / 2);
-}
-TP_DEVICE TP_FORCEINLINE int frag_col(int i) {
-  const int t = static_cast<int>(threadIdx.x % warpgroup_size);
-  return 8 * (i / 4) + 2 * (t % 4) + i % 2;
-}
-/// A row vector of M rows: a thread holds the rows of its fragment registers, two per
-/// 64-row block (slot 2 b + h is row 64 b + 16 w + l / 4 + 8 h).
-template <int M>
-inline constexpr int row_slots = 2 * (M / 64);
-TP_HD TP_FORCEINLINE int row_of_slot(int s) { return frag_row(s / 2, 2 * (s % 2)); }
-#else
-/// A row vector of M rows: the interpreter's one thread holds every row.
-template <int M>
-inline constexpr int row_slots = M;
-TP_HD TP_FORCEINLINE int row_of_slot(int s) { return s; }
-#endif
-}  // namespace detail
-
 /// One value per row of an M-row fragment (row maxima, row sums, softmax statistics),
 /// held like the fragment's rows. Combine them with + - * / (row vectors or scalars),
 /// tp::max, tp::exp2, tp::map, tp::zip; make one with tp::full<tp::row_vector<M>>(x).
@@ -48,14 +21,15 @@ template <int M>
 struct row_vector {
   static_assert(M % 64 == 0, "tilepipe: a row vector has the rows of a fragment: a multiple of 64");
   static constexpr int rows = M;
-  static constexpr int slots = detail::row_slots<M>;  // values this thread holds
+  using registers = prim::row_registers<M>;
+  static constexpr int slots = registers::slots;  // values this thread holds
   float v[slots];
 
   /// Calls f(value&, row) for every value this thread holds.
   template <class F>
   TP_HD TP_FORCEINLINE void for_each(F&& f) {
 #pragma unroll
-    for (int s = 0; s < slots; ++s) f(v[s], detail::row_of_slot(s));
+    for (int s = 0; s < slots; ++s) f(v[s], registers::row(s));
   }
 };
 
@@ -71,44 +45,23 @@ struct fragment {
   using value_type = T;
   static constexpr int rows = M;
   static constexpr int cols = N;
-  static constexpr int blocks = M / 64;
-  static constexpr int per_block = N / 2;  // registers per thread per 64-row block
+  static constexpr int blocks = M / 64;  // wgmma's 64-row blocks
+  static constexpr int per_block = N / 2;  // registers per thread per 64-row block on the GPU
+  using registers = prim::tile_registers<M, N>;
 
-#if TP_DEVICE_PASS
-  T v[blocks][per_block];
-  /// Accumulator block b as wgmma sees it.
-  TP_HD TP_FORCEINLINE auto& block(int b) { return v[b]; }
-#else
-  T v[M * N];
-  TP_HD TP_FORCEINLINE T* block(int b) { return v + b * 64 * N; }
-#endif
+  typename registers::template storage<T> v;  // this thread's elements
+
+  /// Accumulator block b (rows 64 b .. 64 b + 63) as wgmma takes it.
+  TP_HD TP_FORCEINLINE auto block(int b) -> decltype(registers::block(v, b)) { return registers::block(v, b); }
 
   /// Calls f(value&, row, col) for every element this thread holds.
   template <class F>
   TP_HD TP_FORCEINLINE void for_each(F&& f) {
-#if TP_DEVICE_PASS
-#pragma unroll
-    for (int b = 0; b < blocks; ++b)
-#pragma unroll
-      for (int i = 0; i < per_block; ++i) f(v[b][i], detail::frag_row(b, i), detail::frag_col(i));
-#else
-    for (int r = 0; r < M; ++r)
-      for (int c = 0; c < N; ++c) f(v[r * N + c], r, c);
-#endif
+    registers::template for_each<0, 0, M, N>([&](T& x, prim::tile_index e) { f(x, e.row, e.col); }, v);
   }
   template <class F>
   TP_HD TP_FORCEINLINE void for_each(F&& f) const {
     const_cast<fragment*>(this)->for_each([&](T& x, int r, int c) { f(x, r, c); });
-  }
-
-  /// Element (r, c) in the interpreter (tests); not available on the GPU.
-  TP_HD T at(int r, int c) const {
-#if TP_DEVICE_PASS
-    (void)r, (void)c;
-    return T{};
-#else
-    return v[r * N + c];
-#endif
   }
 };
 
@@ -145,14 +98,9 @@ TP_HD TP_FORCEINLINE fragment<T, M, N> map(const fragment<T, M, N>& x, F&& f) {
 template <class F, class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> zip(const fragment<T, M, N>& x, const fragment<T, M, N>& y, F&& f) {
   fragment<T, M, N> r;
-#if TP_DEVICE_PASS
-#pragma unroll
-  for (int b = 0; b < M / 64; ++b)
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) r.v[b][i] = from_float<T>(f(to_float(x.v[b][i]), to_float(y.v[b][i])));
-#else
-  for (int i = 0; i < M * N; ++i) r.v[i] = from_float<T>(f(to_float(x.v[i]), to_float(y.v[i])));
-#endif
+  prim::tile_registers<M, N>::template for_each<0, 0, M, N>(
+      [&](T& out, const T& a, const T& b, prim::tile_index) { out = from_float<T>(f(to_float(a), to_float(b))); }, r.v,
+      x.v, y.v);
   return r;
 }
 
@@ -160,14 +108,8 @@ TP_HD TP_FORCEINLINE fragment<T, M, N> zip(const fragment<T, M, N>& x, const fra
 template <class U, class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<U, M, N> cast(const fragment<T, M, N>& x) {
   fragment<U, M, N> r;
-#if TP_DEVICE_PASS
-#pragma unroll
-  for (int b = 0; b < M / 64; ++b)
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) r.v[b][i] = from_float<U>(to_float(x.v[b][i]));
-#else
-  for (int i = 0; i < M * N; ++i) r.v[i] = from_float<U>(to_float(x.v[i]));
-#endif
+  prim::tile_registers<M, N>::template for_each<0, 0, M, N>(
+      [](U& out, const T& a, prim::tile_index) { out = from_float<U>(to_float(a)); }, r.v, x.v);
   return r;
 }
 
@@ -190,14 +132,6 @@ TP_FRAGMENT_OPERATOR(*)
 TP_FRAGMENT_OPERATOR(/)
 #undef TP_FRAGMENT_OPERATOR
 
-TP_HD TP_FORCEINLINE float fast_exp2(float x) {
-#if TP_DEVICE_PASS
-  return exp2f(x);
-#else
-  return std::exp2(x);
-#endif
-}
-
 template <class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> max(const fragment<T, M, N>& x, const fragment<T, M, N>& y) {
   return zip(x, y, [](float a, float b) { return a > b ? a : b; });
@@ -208,7 +142,7 @@ TP_HD TP_FORCEINLINE fragment<T, M, N> max(const fragment<T, M, N>& x, float s) 
 }
 template <class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> exp2(const fragment<T, M, N>& x) {
-  return map(x, [](float a) { return fast_exp2(a); });
+  return map(x, [](float a) { return prim::exp2(a); });
 }
 
 // ---- row reductions and row broadcasts -------------------------------------------------
@@ -217,26 +151,7 @@ namespace detail {
 template <class F, class T, int M, int N>
 TP_HD TP_FORCEINLINE row_vector<M> reduce_rows(const fragment<T, M, N>& x, float init, F&& f) {
   row_vector<M> r;
-#if TP_DEVICE_PASS
-#pragma unroll
-  for (int b = 0; b < M / 64; ++b) {
-    float acc[2] = {init, init};
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) acc[(i % 4) / 2] = f(acc[(i % 4) / 2], to_float(x.v[b][i]));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 1));
-      acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 2));
-      r.v[2 * b + h] = acc[h];
-    }
-  }
-#else
-  for (int row = 0; row < M; ++row) {
-    float acc = init;
-    for (int c = 0; c < N; ++c) acc = f(acc, to_float(x.v[row * N + c]));
-    r.v[row] = acc;
-  }
-#endif
+  prim::tile_registers<M, N>::reduce_rows(x.v, init, f, r.v);
   return r;
 }
 }  // namespace detail
@@ -254,15 +169,8 @@ TP_HD TP_FORCEINLINE row_vector<M> row_sum(const fragment<T, M, N>& x) {
 template <class F, class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> broadcast_rows(const fragment<T, M, N>& x, const row_vector<M>& rv, F&& f) {
   fragment<T, M, N> r;
-#if TP_DEVICE_PASS
-#pragma unroll
-  for (int b = 0; b < M / 64; ++b)
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) r.v[b][i] = from_float<T>(f(to_float(x.v[b][i]), rv.v[2 * b + (i % 4) / 2]));
-#else
-  for (int row = 0; row < M; ++row)
-    for (int c = 0; c < N; ++c) r.v[row * N + c] = from_float<T>(f(to_float(x.v[row * N + c]), rv.v[row]));
-#endif
+  prim::tile_registers<M, N>::template for_each<0, 0, M, N>(
+      [&](T& out, const T& a, prim::tile_index e) { out = from_float<T>(f(to_float(a), rv.v[e.row_slot])); }, r.v, x.v);
   return r;
 }
 
@@ -339,7 +247,7 @@ TP_HD TP_FORCEINLINE row_vector<M> max(const row_vector<M>& x, float s) {
 }
 template <int M>
 TP_HD TP_FORCEINLINE row_vector<M> exp2(const row_vector<M>& x) {
-  return map(x, [](float a) { return fast_exp2(a); });
+  return map(x, [](float a) { return prim::exp2(a); });
 }
 
 }  // namespace tilepipe

@@ -24,15 +24,6 @@ struct alignas(16) chunk16 {
   unsigned char b[16];
 };
 
-/// The first element this thread handles and the stride between its elements.
-TP_HD TP_FORCEINLINE void map_lanes(int& first, int& step) {
-#if TP_DEVICE_PASS
-  first = static_cast<int>(threadIdx.x % warpgroup_size), step = warpgroup_size;
-#else
-  first = 0, step = 1;
-#endif
-}
-
 template <class T, int Vec, class F, std::size_t... I>
 TP_HD TP_FORCEINLINE chunk16 map_chunk(F& f, const chunk16 (&in)[sizeof...(I) > 0 ? sizeof...(I) : 1],
                                        std::index_sequence<I...>) {
@@ -98,8 +89,7 @@ TP_HD TP_FORCEINLINE void map_groups(F& f, const Out& out, std::index_sequence<I
   // 16-byte chunks of its own type, so the row width is a multiple of it.
   constexpr int group = 16 / narrowest_bytes<typename Out::value_type, typename In::value_type...>();
   constexpr int per_row = Out::cols / group;
-  int first, step;
-  map_lanes(first, step);
+  const int first = prim::thread_in_warpgroup(), step = prim::warpgroup_threads();
 #pragma unroll 2
   for (int i = first; i < Out::rows * per_row; i += step) {
     const int r = i / per_row, c = (i % per_row) * group;
@@ -136,8 +126,7 @@ TP_HD TP_FORCEINLINE void map(F&& f, const Out& out, const In&... in) {
       const int in_row_chunk0[sizeof...(In) > 0 ? sizeof...(In) : 1] = {in.row0 * L::row_bytes / 16 ...};
       auto* o = reinterpret_cast<detail::chunk16*>(out.base);
       const detail::chunk16* srcs[sizeof...(In) > 0 ? sizeof...(In) : 1] = {reinterpret_cast<const detail::chunk16*>(in.base)...};
-      int first, step;
-      detail::map_lanes(first, step);
+      const int first = prim::thread_in_warpgroup(), step = prim::warpgroup_threads();
 #pragma unroll 4
       for (int i = first; i < chunks; i += step) {
         const int in_panel = (i / per_panel) * (L::panel_bytes / 16) + i % per_panel;

@@ -104,24 +104,8 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const fragment<T, M, K>&
   for (int ks = 0; ks < K / 16; ++ks) {
     const std::uint64_t db = b0 + detail::desc_offset<b_mn_major, B>(0, 16 * ks);
 #pragma unroll
-    for (int mb = 0; mb < M / 64; ++mb) {
-#if TP_DEVICE_PASS
-      // This thread's 8 A values of k-block ks are registers 8 ks .. 8 ks + 7 of block mb.
-      std::uint32_t regs[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const T lo = a.v[mb][8 * ks + 2 * r], hi = a.v[mb][8 * ks + 2 * r + 1];
-        std::uint16_t l, h;
-        memcpy(&l, &lo, 2);
-        memcpy(&h, &hi, 2);
-        regs[r] = static_cast<std::uint32_t>(l) | (static_cast<std::uint32_t>(h) << 16);
-      }
-      prim::wgmma_rs<N, T, b_mn_major>(acc.block(mb), N, regs, K, db, (accumulate || ks > 0) ? 1 : 0);
-#else
-      prim::wgmma_rs<N, T, b_mn_major>(acc.block(mb), N, a.v + mb * 64 * K + 16 * ks, K, db,
-                                       (accumulate || ks > 0) ? 1 : 0);
-#endif
-    }
+    for (int mb = 0; mb < M / 64; ++mb)
+      prim::wgmma_rs<N, K, T, b_mn_major>(acc.block(mb), a.v, mb, ks, db, (accumulate || ks > 0) ? 1 : 0);
   }
   prim::wgmma_commit();
 }
@@ -131,17 +115,7 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const fragment<T, M, K>&
 template <int N, class... Frags>
 TP_HD TP_FORCEINLINE void wgmma_wait(Frags&... frags) {
   prim::wgmma_wait<N>();
-#if TP_DEVICE_PASS
-  auto pin = [](auto& f) {
-#pragma unroll
-    for (int b = 0; b < f.blocks; ++b)
-#pragma unroll
-      for (int i = 0; i < f.per_block; ++i) sm90::fence_register(f.v[b][i]);
-  };
-  (pin(frags), ...);
-#else
-  ((void)frags, ...);
-#endif
+  (Frags::registers::pin(frags.v), ...);
 }
 
 }  // namespace tilepipe

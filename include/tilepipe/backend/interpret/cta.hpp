@@ -256,8 +256,6 @@ class cta_state {
     maybe_complete(b);
   }
 
-  void barrier_expect_tx(const void* p, long long bytes) { barrier(p, "expect_tx").tx += bytes; }
-
   /// A TMA load delivered its bytes to the barrier at `off`.
   void barrier_complete_tx(std::uint32_t off, long long bytes, std::uint32_t op) {
     auto& b = barriers_.at(off);

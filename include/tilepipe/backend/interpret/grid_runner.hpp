@@ -1,15 +1,25 @@
-// The CTAs of an interpreted launch that have not run yet, so that a CTA waiting for
-// another CTA's flag can run them ahead of their turn.
+// Running an interpreted launch's grid: one cluster of CTAs at a time (a CTA is a cluster
+// of one), each warpgroup of each CTA of the cluster a host thread (run_grid); and the
+// CTAs that have not run yet, so that a CTA waiting for another CTA's flag can run them
+// ahead of their turn (grid_runner).
 //
-// The interpreter runs one CTA (or cluster) at a time. On the GPU a persistent kernel's
-// CTAs are all resident, and one may wait for a flag another sets (stream-K partial sums).
-// Here the waiting warpgroup's CTA is frozen while it waits (only it held the baton), so
-// running the next CTAs to completion from inside the wait is safe; when none is left and
-// the flag is still clear, no CTA of the grid sets it and the GPU would hang.
+// On the GPU a persistent kernel's CTAs are all resident, and one may wait for a flag
+// another sets (stream-K partial sums). Here the waiting warpgroup's CTA is frozen while it
+// waits (only it held the baton), so running the next CTAs to completion from inside the
+// wait is safe; when none is left and the flag is still clear, no CTA of the grid sets it
+// and the GPU would hang.
 #pragma once
 
+#include "cta.hpp"
+
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace tilepipe::interpret {
 
@@ -29,5 +39,63 @@ class grid_runner {
   std::size_t next_ = 0;
   std::function<void(std::size_t)> run_;
 };
+
+/// An interpreted launch's grid: extents (x, y, z), the axes the launch named (for CTA
+/// names in reports), CTAs per cluster along x, warpgroups per CTA and shared memory per CTA.
+struct grid_shape {
+  std::array<int, 3> extent = {1, 1, 1};
+  int rank = 1;
+  int cluster = 1;
+  int warpgroups = 1;
+  std::size_t smem_bytes = 0;
+};
+
+/// Runs every CTA of the grid: run_cta(cta) is one warpgroup's body, in the CTA at
+/// coordinates cta. CTAs run in order, or shuffled (opt.shuffle_ctas); a failure in any
+/// warpgroup ends the launch with an error naming the kernel and the CTA.
+inline void run_grid(const grid_shape& g, const options& opt, const std::string& kernel,
+                     const std::function<void(const std::array<int, 3>& cta)>& run_cta) {
+  const int nt = g.warpgroups, cl = g.cluster;
+  std::vector<std::array<int, 3>> order;  // the first CTA of each cluster
+  for (int z = 0; z < g.extent[2]; ++z)
+    for (int y = 0; y < g.extent[1]; ++y)
+      for (int x = 0; x < g.extent[0]; x += cl) order.push_back({x, y, z});
+  if (opt.shuffle_ctas) {
+    std::mt19937_64 rng(opt.seed);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  // Runs CTA `number` of `order`; a CTA that waits for another's flag runs the next ones
+  // ahead through `grid`.
+  grid_runner grid(order.size(), [&](std::size_t number) {
+    const auto& c = order[number];
+    std::string cta_name = "(" + std::to_string(c[0]) + (cl > 1 ? ".." + std::to_string(c[0] + cl - 1) : "");
+    for (int a = 1; a < g.rank; ++a) cta_name += ", " + std::to_string(c[a]);
+    cta_name += ")";
+    cta_state st(nt, g.smem_bytes, opt, kernel, cta_name, static_cast<int>(number), cl);
+    st.grid = &grid;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < nt * cl; ++i)
+      threads.emplace_back([&, i] {
+        current() = {&st, i};
+        try {
+          st.sched.enter(i);
+          run_cta({c[0] + i / nt, c[1], c[2]});
+          st.on_warpgroup_exit(i);
+        } catch (const cta_aborted&) {
+        } catch (const std::exception& e) {
+          std::string what = e.what();
+          if (what.rfind("tilepipe: ", 0) == 0) what.erase(0, 10);  // the launch's message says it once
+          st.sched.abort(std::string("warpgroup ") + std::to_string(i) + ": " + what);
+        }
+        st.sched.finish(i);
+        current() = {};
+      });
+    for (auto& t : threads) t.join();
+    if (st.sched.aborted()) throw error("tilepipe: kernel " + kernel + ", CTA " + cta_name + ": " + st.sched.reason());
+    st.check_exit();
+  });
+  while (grid.run_next()) {
+  }
+}
 
 }  // namespace tilepipe::interpret

@@ -248,10 +248,10 @@ class race_detector {
       case access_kind::tma_store:
         if (l.kind == access_kind::tma_load)
           return "race [slot reused before its store read it]: a TMA load overwrites shared memory that a TMA store may "
-                 "still be reading (wait for the store with tp::wait_smem_to_gmem<n, true>() / bulk_wait_read first)";
+                 "still be reading (wait for the store with tp::wait_smem_to_gmem<n>(tp::reads_done) / bulk_wait_read first)";
         return "race [slot reused before its store read it]: " + who + " " + verb(l) +
                " shared memory that a TMA store may still be reading: wait until the store has read it "
-               "(tp::wait_smem_to_gmem<n, true>(), prim::bulk_wait_read<n>()) before rewriting the buffer";
+               "(tp::wait_smem_to_gmem<n>(tp::reads_done), prim::bulk_wait_read<n>()) before rewriting the buffer";
       case access_kind::wgmma:
         if (l.kind == access_kind::tma_load && l.after.find("consumed (manual)") != std::string::npos)
           return "race [released while a wgmma reads]: a TMA load overwrites shared memory that a wgmma may still be "

@@ -1,12 +1,11 @@
 // sm_90 thread-block clusters: the CTA's rank, the cluster barrier, arrivals on a peer
-// CTA's mbarrier and TMA loads multicast into every CTA of the cluster. Device-only;
-// reached through backend/primitives.cuh.
+// CTA's mbarrier and TMA loads multicast into every CTA of the cluster. Device pass
+// only (through sm90/primitives.cuh).
 #pragma once
 
 #include "../../core/config.cuh"
 #include "sync.cuh"
 
-#if TP_DEVICE_PASS
 #include <cuda/ptx>
 
 namespace tilepipe::sm90 {
@@ -41,4 +40,3 @@ TP_DEVICE TP_FORCEINLINE void tma_load_multicast(void* dst, const void* map, con
 }
 
 }  // namespace tilepipe::sm90
-#endif

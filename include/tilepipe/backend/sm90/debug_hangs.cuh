@@ -11,7 +11,7 @@
 
 #include "../../core/config.cuh"
 
-#if TP_DEVICE_PASS && defined(TILEPIPE_DEBUG_HANGS)
+#if defined(TILEPIPE_DEBUG_HANGS)
 #include "sync.cuh"
 
 #include <cstdio>
@@ -52,18 +52,17 @@ TP_DEVICE TP_FORCEINLINE void mbarrier_wait_bounded(std::uint64_t* bar, std::uin
 /// The wait for another CTA's flag (stream-K partial sums), bounded the same way.
 TP_DEVICE TP_FORCEINLINE void flag_acquire_reset_bounded(unsigned* flag) {
   const long long start = clock64();
-  unsigned v;
-  do {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-    if (v == 0 && clock64() - start > TILEPIPE_HANG_CYCLES) {
+  gpu_flag f(*flag);
+  while (f.load(cuda::std::memory_order_acquire) == 0) {
+    if (clock64() - start > TILEPIPE_HANG_CYCLES) {
       printf("tilepipe: wait for a flag at %p set by another CTA timed out (TILEPIPE_DEBUG_HANGS): block (%d, %d, %d), "
              "warpgroup %d. Likely causes: the CTA that sets it is not resident, or never publishes\n",
              static_cast<void*>(flag), static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
              static_cast<int>(blockIdx.z), static_cast<int>(threadIdx.x / warpgroup_size));
       __trap();
     }
-  } while (v == 0);
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(0u) : "memory");
+  }
+  f.store(0u, cuda::std::memory_order_relaxed);
 }
 
 }  // namespace tilepipe::sm90

@@ -1,7 +1,7 @@
 // A failed device-side check, reported to the host: the first failing thread of a launch
 // writes the message's format and arguments into the host memory the launch mapped, then
 // traps. Plain stores and a system fence: no printf, which is a function call (ptxas then
-// serialises every wgmma of the kernel). Device-only; reached through backend/primitives.cuh.
+// serialises every wgmma of the kernel). Device pass only (through sm90/primitives.cuh).
 #pragma once
 
 #include "../../core/config.cuh"
@@ -9,7 +9,6 @@
 
 #include <type_traits>
 
-#if TP_DEVICE_PASS
 namespace tilepipe::sm90 {
 
 TP_DEVICE inline void copy_text(char* to, const char* from, int capacity) {
@@ -48,4 +47,3 @@ TP_DEVICE TP_FORCEINLINE void fail_recorded(failure_channel ch, const char* form
 }
 
 }  // namespace tilepipe::sm90
-#endif

@@ -7,7 +7,6 @@
 
 #include <cstdint>
 
-#if TP_DEVICE_PASS
 namespace tilepipe::sm90 {
 
 /// Lane l gives the shared address of row l % 8 of matrix l / 8; r[m] holds this lane's
@@ -20,4 +19,3 @@ TP_DEVICE TP_FORCEINLINE void stmatrix_x4(std::uint32_t row_address, std::uint32
 }
 
 }  // namespace tilepipe::sm90
-#endif

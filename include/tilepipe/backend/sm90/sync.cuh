@@ -1,10 +1,10 @@
-// sm_90 synchronisation: mbarriers, named barriers and proxy fences (CCCL cuda::ptx).
-// Device-only; reached through backend/primitives.cuh.
+// sm_90 synchronisation: mbarriers, named barriers, proxy fences (CCCL cuda::ptx) and flags
+// between CTAs (cuda::atomic_ref). Device pass only (through sm90/primitives.cuh).
 #pragma once
 
 #include "../../core/config.cuh"
 
-#if TP_DEVICE_PASS
+#include <cuda/atomic>
 #include <cuda/ptx>
 
 namespace tilepipe::sm90 {
@@ -20,6 +20,7 @@ TP_DEVICE TP_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t co
 /// Makes barrier initialisation visible to the async proxy (TMA) and to other threads.
 TP_DEVICE TP_FORCEINLINE void fence_barrier_init() { ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); }
 
+// CCCL 13.0's cuda::ptx has no mbarrier.inval.
 TP_DEVICE TP_FORCEINLINE void mbarrier_inval(std::uint64_t* bar) {
   asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_address(bar)) : "memory");
 }
@@ -30,10 +31,6 @@ TP_DEVICE TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t 
 
 TP_DEVICE TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
   ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, bar, bytes);
-}
-
-TP_DEVICE TP_FORCEINLINE void mbarrier_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
-  ptx::mbarrier_expect_tx(ptx::sem_relaxed, ptx::scope_cta, ptx::space_shared, bar, bytes);
 }
 
 TP_DEVICE TP_FORCEINLINE bool mbarrier_try_wait(std::uint64_t* bar, std::uint32_t parity) {
@@ -67,17 +64,18 @@ TP_DEVICE TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+/// A flag in global memory that CTAs of one grid exchange (stream-K partial sums).
+using gpu_flag = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
+
 /// Sets a global flag to 1 with release semantics at GPU scope.
-TP_DEVICE TP_FORCEINLINE void flag_release(unsigned* flag) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(1u) : "memory");
-}
+TP_DEVICE TP_FORCEINLINE void flag_release(unsigned* flag) { gpu_flag(*flag).store(1u, cuda::std::memory_order_release); }
 
 /// Spins until a global flag is 1 (acquire at GPU scope), then clears it.
 TP_DEVICE TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
-  unsigned v;
-  do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
-  while (v == 0);
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(0u) : "memory");
+  gpu_flag f(*flag);
+  while (f.load(cuda::std::memory_order_acquire) == 0) {
+  }
+  f.store(0u, cuda::std::memory_order_relaxed);
 }
 
 /// Orders this thread's generic-proxy SMEM writes before later async-proxy (TMA) reads.
@@ -90,4 +88,3 @@ TP_DEVICE TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
 }
 
 }  // namespace tilepipe::sm90
-#endif

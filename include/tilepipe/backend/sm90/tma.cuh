@@ -1,10 +1,9 @@
 // sm_90 tensor memory accelerator: tiled loads with zero fill, stores with clipping, bulk
-// async groups (CCCL cuda::ptx). Device-only; reached through backend/primitives.cuh.
+// async groups (CCCL cuda::ptx). Device pass only (through sm90/primitives.cuh).
 #pragma once
 
 #include "../../core/config.cuh"
 
-#if TP_DEVICE_PASS
 #include <cuda/ptx>
 
 namespace tilepipe::sm90 {
@@ -32,4 +31,3 @@ TP_DEVICE TP_FORCEINLINE void bulk_wait_read() {
 }
 
 }  // namespace tilepipe::sm90
-#endif

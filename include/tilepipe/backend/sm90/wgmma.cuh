@@ -5,7 +5,6 @@
 #include "../../core/config.cuh"
 #include "wgmma_instructions.cuh"
 
-#if TP_DEVICE_PASS
 namespace tilepipe::sm90 {
 
 /// Orders register accesses to accumulators before the wgmmas that follow.
@@ -30,4 +29,3 @@ TP_DEVICE TP_FORCEINLINE void setmaxnreg_dec() {
 }
 
 }  // namespace tilepipe::sm90
-#endif

@@ -6,7 +6,6 @@
 
 #include "../../core/config.cuh"
 
-#if TP_DEVICE_PASS
 namespace tilepipe::sm90 {
 
 template <int N, bool IsBf16>
@@ -974,4 +973,3 @@ struct wgmma_op<256, false> {
 };
 
 }  // namespace tilepipe::sm90
-#endif

@@ -1,0 +1,322 @@
+// The primitive interface (backend/primitives.cuh) in the CPU interpreter: the host pass of
+// nvcc and plain C++ compilers include this file. A warpgroup is one host thread
+// (interpret::current()); its CTA's state (interpret::cta()) holds the shared memory,
+// barriers, pending copies and wgmma groups, the scheduler and the race detector.
+#pragma once
+
+#include "../primitives.cuh"  // the declarations defined here
+#include "cta.hpp"
+#include "grid_runner.hpp"
+#include "registers.hpp"
+#include "tma.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tilepipe::prim {
+
+namespace detail {
+/// The barrier at a shared-window address of the calling warpgroup's CTA.
+inline std::uint64_t* interpret_barrier(smem_barrier b) {
+  auto& c = interpret::cta();
+  return reinterpret_cast<std::uint64_t*>(c.smem_of(c.rank_of(interpret::current().wg)) + b.addr);
+}
+}  // namespace detail
+
+// ---- who am I --------------------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE bool leader() { return true; }
+TP_HD TP_FORCEINLINE bool leader_warp() { return true; }
+TP_HD TP_FORCEINLINE int thread_in_warpgroup() { return 0; }
+TP_HD TP_FORCEINLINE int warpgroup_threads() { return 1; }
+TP_HD TP_FORCEINLINE int warpgroup_index() { return interpret::cta().local_wg(interpret::current().wg); }
+TP_HD TP_FORCEINLINE int cluster_rank() { return interpret::cta().rank_of(interpret::current().wg); }
+TP_HD TP_FORCEINLINE int cluster_size() { return interpret::cta().cluster_size; }
+
+template <class... A>
+TP_HD TP_FORCEINLINE void fail(failure_channel, const char* format, A... args) {
+  tilepipe::detail::throw_formatted(format, args...);
+}
+
+// ---- execution barriers ----------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
+  interpret::cta().named_barrier_sync(interpret::current().wg, id, threads);
+}
+TP_HD TP_FORCEINLINE void cluster_sync() { interpret::cta().cluster_sync(interpret::current().wg); }
+// A warpgroup is one host thread: nothing to synchronise.
+TP_HD TP_FORCEINLINE void warpgroup_sync() {}
+
+// ---- flags between CTAs ----------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void flag_release(unsigned* flag) {
+  std::atomic_ref<unsigned>(*flag).store(1, std::memory_order_release);
+}
+
+/// The waiting CTA is frozen while the grid's next CTAs run to completion from inside the
+/// wait (only it held the baton).
+TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
+  while (std::atomic_ref<unsigned>(*flag).load(std::memory_order_acquire) == 0) {
+    interpret::grid_runner* grid = interpret::cta().grid;
+    if (!grid || !grid->run_next())
+      throw error("tilepipe: waits for a flag that no CTA of the grid sets (every other CTA has run or is waiting): "
+                  "on the GPU this would hang");
+  }
+  std::atomic_ref<unsigned>(*flag).store(0, std::memory_order_relaxed);
+}
+
+// ---- mbarriers -------------------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
+  interpret::cta().barrier_init(bar, count);
+}
+TP_HD TP_FORCEINLINE void fence_barrier_init() {}
+TP_HD TP_FORCEINLINE void mbarrier_inval(std::uint64_t* bar) { interpret::cta().barrier_inval(bar); }
+
+TP_HD TP_FORCEINLINE void mbarrier_name(std::uint64_t* bar, const char* kind, int operand, int slot) {
+  std::string name = kind;
+  if (operand >= 0) name += " barrier of operand " + std::to_string(operand);
+  interpret::cta().barrier_name(bar, name, slot);
+}
+
+TP_HD TP_FORCEINLINE smem_barrier barrier_at(std::uint64_t* bar) {
+  return {interpret::cta().local_address(interpret::current().wg, bar)};
+}
+
+TP_HD TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
+  interpret::cta().barrier_arrive(interpret::current().wg, bar, count, 0);
+}
+
+// One thread stands for the warpgroup's 4 warps.
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(std::uint64_t* bar) {
+  interpret::cta().barrier_arrive(interpret::current().wg, bar, 4, 0);
+}
+
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(smem_barrier bar) {
+  mbarrier_arrive_per_warp(detail::interpret_barrier(bar));
+}
+
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, int ranks) {
+  auto& c = interpret::cta();
+  const int wg = interpret::current().wg;
+  for (int r = 0; r < ranks; ++r)
+    c.barrier_arrive(wg, c.peer(wg, detail::interpret_barrier(bar), r, "remote mbarrier arrive"), 4, 0);
+}
+
+TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
+  interpret::cta().barrier_arrive(interpret::current().wg, bar, 1, bytes);
+}
+
+TP_HD TP_FORCEINLINE void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity, wait_site site) {
+  interpret::cta().barrier_wait(interpret::current().wg, bar, parity, {site.slot, site.step});
+}
+
+TP_HD TP_FORCEINLINE void mbarrier_wait(smem_barrier bar, std::uint32_t parity, wait_site site) {
+  mbarrier_wait(detail::interpret_barrier(bar), parity, site);
+}
+
+// ---- fences ----------------------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void fence_proxy_async() { interpret::cta().fence_proxy_async(interpret::current().wg); }
+
+// ---- TMA -------------------------------------------------------------------------------
+
+namespace detail {
+/// A deferred copy of one box into dst, completing on bar.
+template <int R>
+void interpret_tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
+  auto& c = interpret::cta();
+  const std::uint32_t dst_off = c.smem_offset(dst, interpret::box_bytes(map), "TMA load destination");
+  const std::uint32_t bar_off = c.smem_offset(bar, 8, "TMA load barrier");
+  c.barrier(bar, "TMA load");
+  interpret::pending_copy copy;
+  copy.barrier = bar_off;
+  copy.bytes = interpret::box_bytes(map);
+  copy.what = "TMA load";
+  int co[max_tma_rank] = {};
+  for (int i = 0; i < R; ++i) co[i] = coords[i];
+  unsigned char* smem = c.smem();
+  copy.perform = [&map, co, smem, dst_off] { interpret::tma_load_now(map, co, smem, dst_off); };
+  copy.op = c.track_load(interpret::current().wg, map, dst_off, bar_off);
+  c.mark_written(dst_off, copy.bytes);
+  interpret::event e{interpret::event::tma_load, 0, interpret::current().wg, dst_off, bar_off, 0, {}};
+  for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
+  c.record(e);
+  c.issue_load(std::move(copy));
+}
+}  // namespace detail
+
+template <int R>
+TP_HD TP_FORCEINLINE void tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
+  detail::interpret_tma_load(map, dst, coords, bar);
+}
+
+template <int R>
+TP_HD TP_FORCEINLINE void tma_load_multicast(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar,
+                                             std::uint16_t cta_mask) {
+  auto& c = interpret::cta();
+  const int wg = interpret::current().wg;
+  if (cta_mask >> c.cluster_size)
+    tilepipe::detail::throw_formatted("multicast TMA load to CTA mask 0x%x in a cluster of %d CTAs", cta_mask,
+                                      c.cluster_size);
+  for (int r = 0; r < c.cluster_size; ++r)
+    if (cta_mask & (1u << r))
+      detail::interpret_tma_load(map, c.peer(wg, dst, r, "multicast TMA load"), coords,
+                                 reinterpret_cast<std::uint64_t*>(c.peer(wg, bar, r, "multicast TMA load")));
+}
+
+template <int R>
+TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const int (&coords)[R]) {
+  auto& c = interpret::cta();
+  const std::uint32_t src_off = c.smem_offset(src, interpret::box_bytes(map), "TMA store source");
+  interpret::pending_copy copy;
+  copy.bytes = interpret::box_bytes(map);
+  copy.what = "TMA store";
+  int co[max_tma_rank] = {};
+  for (int i = 0; i < R; ++i) co[i] = coords[i];
+  unsigned char* smem = c.smem();
+  copy.perform = [&map, co, smem, src_off] { interpret::tma_store_now(map, co, smem, src_off); };
+  copy.op = c.track_store(interpret::current().wg, map, src_off);
+  interpret::event e{interpret::event::tma_store, 0, interpret::current().wg, src_off, 0, 0, {}};
+  for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
+  c.record(e);
+  c.issue_store(interpret::current().wg, std::move(copy));
+}
+
+TP_HD TP_FORCEINLINE void bulk_commit() { interpret::cta().commit_stores(interpret::current().wg); }
+
+// The interpreter performs a store group's reads and writes together: both waits wait for it.
+template <int N>
+TP_HD TP_FORCEINLINE void bulk_wait() {
+  interpret::cta().wait_stores(interpret::current().wg, N);
+}
+
+template <int N>
+TP_HD TP_FORCEINLINE void bulk_wait_read() {
+  interpret::cta().wait_stores(interpret::current().wg, N);
+}
+
+// ---- wgmma -----------------------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE std::uint32_t smem_address(const void* p) {
+  return interpret::cta().local_address(interpret::current().wg, p);
+}
+TP_HD TP_FORCEINLINE void wgmma_fence() {}
+TP_HD TP_FORCEINLINE void wgmma_commit() { interpret::cta().commit_wgmma(interpret::current().wg); }
+
+template <int N>
+TP_HD TP_FORCEINLINE void wgmma_wait() {
+  interpret::cta().wait_wgmma(interpret::current().wg, N);
+}
+
+namespace detail {
+// D(64 x N) (+)= A(64 x 16) B(16 x N) at the time the group completes, reading the
+// operands through their descriptors exactly as the tensor cores do.
+template <class T, int N>
+void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t da, bool a_mn_major,
+                     std::uint64_t db, bool b_mn_major, int scale_d) {
+  auto& c = interpret::cta();
+  // Descriptors hold addresses in the issuing CTA's shared window.
+  const unsigned char* smem = c.smem_of(c.rank_of(interpret::current().wg));
+  const std::uint32_t base = static_cast<std::uint32_t>(smem - c.smem());
+  // The SMEM granules this instruction reads, for the race detector.
+  std::vector<std::uint32_t> granules;
+  if (c.detector()) {
+    if (!a_regs)
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k)
+          granules.push_back((base + wgmma_operand_byte(da, a_mn_major, sizeof(T), m, k)) / interpret::granule_bytes);
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < 16; ++k)
+        granules.push_back((base + wgmma_operand_byte(db, b_mn_major, sizeof(T), n, k)) / interpret::granule_bytes);
+    std::sort(granules.begin(), granules.end());
+    granules.erase(std::unique(granules.begin(), granules.end()), granules.end());
+  }
+  c.issue_wgmma(interpret::current().wg, [=] {
+    auto elem = [smem](std::uint64_t desc, bool mn_major, int mn, int k) {
+      T v;
+      std::memcpy(&v, smem + wgmma_operand_byte(desc, mn_major, sizeof(T), mn, k), sizeof(T));
+      return to_float(v);
+    };
+    for (int m = 0; m < 64; ++m)
+      for (int n = 0; n < N; ++n) {
+        float acc = scale_d ? d[m * ld + n] : 0.0f;
+        for (int k = 0; k < 16; ++k) {
+          const float a = a_regs ? to_float(a_regs[m * a_ld + k]) : elem(da, a_mn_major, m, k);
+          acc += a * elem(db, b_mn_major, n, k);
+        }
+        d[m * ld + n] = acc;
+      }
+  }, granules);
+}
+}  // namespace detail
+
+/// d is the accumulator's 64 x N block, row stride ld.
+template <int N, class T, int TransA, int TransB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, int ld, std::uint64_t da, std::uint64_t db, int scale_d) {
+  detail::interpret_wgmma<T, N>(d, ld, static_cast<const T*>(nullptr), 0, da, TransA, db, TransB, scale_d);
+}
+
+/// d is the accumulator's 64 x N block (row stride N); a the whole A tile, row-major.
+template <int N, int K, class T, int TransB, class Acc, class A>
+TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const A& a, int mb, int ks, std::uint64_t db, int scale_d) {
+  detail::interpret_wgmma<T, N>(d, N, a + mb * 64 * K + 16 * ks, K, 0, false, db, TransB, scale_d);
+}
+
+// ---- shared memory ---------------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE unsigned char* dynamic_smem() { return interpret::cta().smem_of(cluster_rank()); }
+TP_HD TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
+  return static_cast<std::uint32_t>(interpret::cta().smem_size);
+}
+
+TP_HD TP_FORCEINLINE void poison(void* p, std::size_t bytes) {
+  interpret::cta().poison(interpret::current().wg, p, bytes);
+}
+
+template <int R>
+TP_HD TP_FORCEINLINE void note_block(const void* p, const int (&block)[R]) {
+  std::string s = "block (";
+  for (int d = 0; d < R; ++d) s += (d ? ", " : "") + std::to_string(block[d]);
+  interpret::cta().note_contents(p, s + ")");
+}
+
+TP_HD TP_FORCEINLINE void note_smem_read(const void* p, std::size_t bytes, const char* what) {
+  interpret::cta().note_access(interpret::current().wg, p, bytes, false, what);
+}
+
+TP_HD TP_FORCEINLINE void note_smem_write(const void* p, std::size_t bytes, const char* what) {
+  interpret::cta().note_access(interpret::current().wg, p, bytes, true, what);
+}
+
+TP_HD TP_FORCEINLINE void name_smem(const void* p, std::size_t bytes, const char* what, int index, int slot) {
+  interpret::cta().name_region(p, bytes, what, index, slot);
+}
+
+TP_HD TP_FORCEINLINE long long annotate_step(long long step) {
+  return interpret::cta().set_step(interpret::current().wg, step);
+}
+
+TP_HD TP_FORCEINLINE bool no_pipelining() {
+#if defined(TILEPIPE_NO_PIPELINING)
+  return true;
+#else
+  return interpret::cta().opts().no_pipelining;
+#endif
+}
+
+// ---- registers and math ----------------------------------------------------------------
+
+// A host thread has no register budget.
+template <int Regs>
+TP_HD TP_FORCEINLINE void setmaxnreg_inc() {}
+template <int Regs>
+TP_HD TP_FORCEINLINE void setmaxnreg_dec() {}
+
+TP_HD TP_FORCEINLINE float exp2(float x) { return std::exp2(x); }
+
+}  // namespace tilepipe::prim

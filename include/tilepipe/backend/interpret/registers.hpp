@@ -1,0 +1,48 @@
+// Register tiles in the interpreter: the host thread that runs a warpgroup holds the whole
+// tile, row-major, and a row vector holds every row.
+#pragma once
+
+#include "../../core/config.cuh"
+#include "../../core/dtypes.cuh"
+#include "../primitives.cuh"  // the declarations defined here
+
+namespace tilepipe::prim {
+
+template <int M>
+struct row_registers {
+  static constexpr int slots = M;
+  TP_HD static TP_FORCEINLINE int row(int s) { return s; }
+};
+
+template <int M, int N>
+struct tile_registers {
+  template <class T>
+  using storage = T[M * N];
+
+  template <class T>
+  TP_HD static TP_FORCEINLINE T* block(storage<T>& v, int b) {
+    return v + b * 64 * N;
+  }
+
+  template <int R0, int C0, int Rows, int Cols, class F, class... S>
+  TP_HD static TP_FORCEINLINE void for_each(F&& f, S&... s) {
+    for (int r = 0; r < Rows; ++r)
+      for (int c = 0; c < Cols; ++c) f(s[(R0 + r) * N + C0 + c]..., tile_index{r, c, R0 + r});
+  }
+
+  template <class T, class F>
+  TP_HD static TP_FORCEINLINE void reduce_rows(const storage<T>& v, float init, F&& f, float (&out)[M]) {
+    for (int row = 0; row < M; ++row) {
+      float acc = init;
+      for (int c = 0; c < N; ++c) acc = f(acc, to_float(v[row * N + c]));
+      out[row] = acc;
+    }
+  }
+
+  template <class T>
+  TP_HD static TP_FORCEINLINE void pin(storage<T>&) {}
+
+  static constexpr bool has_matrix_store = false;
+};
+
+}  // namespace tilepipe::prim
