@@ -327,12 +327,12 @@ struct shape<tile_of<T_, Tile_>, tp::grid_t<E...>, Kind, slots<MCS, Delay>, ins<
       }
     } else {
       constexpr int nc = kind::compute_wgs, mem = kind::memory_idx;
-      const int part = k.thread_index() == mem ? 0 : tp::compute_index(k, mem);
+      constexpr tp::warp_specialization<nc, 40, mem> ws{};
+      const int part = ws.is_memory(k) ? 0 : ws.compute_index(k);
       auto make = [&](int p) {
         const auto pp = parts(c, cta * c.chain + p, p, part);
         const auto& grid = std::get<0>(pp);
-        auto opts = std::tuple_cat(std::make_tuple(tp::num_compute_wgs<nc>, tp::memory_registers<40>,
-                                                   tp::memory_thread_idx<mem>, tp::max_concurrent_steps<MCS>),
+        auto opts = std::tuple_cat(std::make_tuple(ws, tp::max_concurrent_steps<MCS>),
                                    delay_option(), manual_option(), context_option(grid.steps()));
         return std::apply([&](auto... o) {
           return tp::emit_pipeline_warp_specialized(std::get<3>(pp), grid, std::get<1>(pp), std::get<2>(pp), o...);
@@ -351,7 +351,7 @@ struct shape<tile_of<T_, Tile_>, tp::grid_t<E...>, Kind, slots<MCS, Delay>, ins<
         }
       } else {
         auto alloc = make(0).get_allocations(k, g...);
-        tp::warp_specialized_for<nc, 40, mem>(k, 0, c.chain, 1, [&](int p, tp::pipeline_state state, auto role) {
+        tp::warp_specialized_for(ws, k, 0, c.chain, 1, [&](int p, tp::pipeline_state state, auto role) {
           make(p)(k, alloc, state, role, g...);
         });
       }

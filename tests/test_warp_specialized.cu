@@ -15,17 +15,17 @@ std::vector<float> host_values(long long n) { return test::random_values<float>(
 /// y(block i) = 2 x(block i) + 1; compute warpgroup c writes rows [c R, (c + 1) R) of each block.
 template <int NC, int MemIdx, int MCS, int Delay>
 struct ws_map_kernel {
-  static constexpr int num_threads = NC + 1;
+  static constexpr tp::warp_specialization<NC, 40, MemIdx> ws{};
+  static constexpr int num_threads = ws.num_threads;
   int steps;
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
     constexpr int R = rows / NC;
-    const int c = tp::compute_index(k, MemIdx);
+    const int c = ws.compute_index(k);
     auto body = [c](auto, auto xs, auto ys) {
       tp::map([](float v) { return 2 * v + 1; }, tp::rows<R>(ys, c * R), tp::rows<R>(xs, c * R));
     };
     auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
-    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s), tp::out_specs(s), tp::num_compute_wgs<NC>,
-                                       tp::memory_registers<40>, tp::memory_thread_idx<MemIdx>,
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s), tp::out_specs(s), ws,
                                        tp::max_concurrent_steps<MCS>, tp::delay_release<Delay>)(k, x, y);
   }
 };
@@ -65,11 +65,12 @@ namespace {
 /// out is one block for all steps (accumulated by both compute warpgroups, stored once by
 /// the memory warpgroup).
 struct stationary_kernel {
-  static constexpr int num_threads = 3;
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
   int steps;
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> z,
                         tp::gmem<float, 2, tile> out) const {
-    const int c = tp::compute_index(k, 2);
+    const int c = ws.compute_index(k);
     auto body = [c](auto at, auto xs, auto zs, auto os) {
       auto mine = [c](auto v) { return tp::rows<12>(v, 12 * c); };
       if (at[0] == 0) tp::map([](float a, float b) { return a + b; }, mine(os), mine(xs), mine(zs));
@@ -78,8 +79,7 @@ struct stationary_kernel {
     auto zero = [](auto) { return tp::idx(0, 0); };
     tp::emit_pipeline_warp_specialized(body, tp::grid(steps),
                                        tp::in_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); }), tp::spec<tile>(zero)),
-                                       tp::out_specs(tp::spec<tile>(zero)), tp::num_compute_wgs<2>,
-                                       tp::memory_registers<40>, tp::max_concurrent_steps<3>)(k, x, z, out);
+                                       tp::out_specs(tp::spec<tile>(zero)), ws, tp::max_concurrent_steps<3>)(k, x, z, out);
   }
 };
 
@@ -114,7 +114,8 @@ namespace {
 /// with lengths that are not multiples of the slots.
 template <int Delay>
 struct chain_kernel {
-  static constexpr int num_threads = 3;
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
   int n;
   TP_HD static int steps_of(int p) { return 1 + (p * 5) % 7; }  // 1, 6, 4, 2, 7
   TP_HD static int first_of(int p) {
@@ -123,7 +124,7 @@ struct chain_kernel {
     return f;
   }
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
-    const int c = tp::compute_index(k, 2);
+    const int c = ws.compute_index(k);
     auto make = [&](int p) {
       const int first = first_of(p);
       const float scale = static_cast<float>(p + 2);
@@ -132,8 +133,7 @@ struct chain_kernel {
       };
       auto s = tp::spec<tile>([first](auto i) { return tp::idx(first + i, 0); });
       return tp::emit_pipeline_warp_specialized(body, tp::grid(steps_of(p)), tp::in_specs(s), tp::out_specs(s),
-                                                tp::num_compute_wgs<2>, tp::memory_registers<40>,
-                                                tp::max_concurrent_steps<3>, tp::delay_release<Delay>);
+                                                ws, tp::max_concurrent_steps<3>, tp::delay_release<Delay>);
     };
     auto alloc = make(0).get_allocations(k, x, y);
     for (int p = 0; p < n; ++p) {
@@ -171,12 +171,13 @@ namespace {
 /// The body releases its input itself (manual consumed barriers), and a compute_context
 /// owns a carry that counts the steps.
 struct manual_kernel {
-  static constexpr int num_threads = 3;
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
   int steps;
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
-    const int c = tp::compute_index(k, 2);
+    const int c = ws.compute_index(k);
     const int n = steps;
-    auto body = [c](auto, auto xs, auto ys, tp::pipeline_detail::consumed_token done, int count) {
+    auto body = [c](auto, auto xs, auto ys, tp::consumed_token done, int count) {
       const float f = static_cast<float>(count + 1);
       tp::map([f](float v) { return v * f; }, tp::rows<12>(ys, 12 * c), tp::rows<12>(xs, 12 * c));
       done.arrive();
@@ -187,9 +188,8 @@ struct manual_kernel {
       TP_REQUIRE(final_count == n, "the carry counted %d steps of %d", final_count, n);
     });
     auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
-    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s), tp::out_specs(s), tp::num_compute_wgs<2>,
-                                       tp::memory_registers<40>, tp::max_concurrent_steps<2>,
-                                       tp::manual_consumed_barriers, context)(k, x, y);
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s), tp::out_specs(s), ws,
+                                       tp::max_concurrent_steps<2>, tp::manual_consumed_barriers, context)(k, x, y);
   }
 };
 
@@ -242,11 +242,12 @@ using mc_tile = tp::tile<tp::block<32, 32>, tp::swizzle<0>, tp::box_rows<32 / C>
 
 template <int C>
 struct multicast_kernel {
-  static constexpr int num_threads = 3;
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
   int steps;
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, mc_tile<C>> x, tp::gmem<float, 2, mc_tile<C>> z,
                         tp::gmem<float, 2, mc_tile<C>> y) const {
-    const int c = tp::compute_index(k, 2), cta = k.axis_index(0), cluster = cta / C, n = steps;
+    const int c = ws.compute_index(k), cta = k.axis_index(0), cluster = cta / C, n = steps;
     auto body = [c](auto, auto xs, auto zs, auto ys) {
       tp::map([](float a, float b) { return a + b; }, tp::rows<16>(ys, 16 * c), tp::rows<16>(xs, 16 * c),
               tp::rows<16>(zs, 16 * c));
@@ -255,8 +256,7 @@ struct multicast_kernel {
     auto own = [=](auto i) { return tp::idx(cta * n + i, 0); };
     tp::emit_pipeline_warp_specialized(body, tp::grid(steps),
                                        tp::in_specs(tp::spec<mc_tile<C>>(shared, tp::multicast<C>), tp::spec<mc_tile<C>>(own)),
-                                       tp::out_specs(tp::spec<mc_tile<C>>(own)), tp::num_compute_wgs<2>,
-                                       tp::memory_registers<40>, tp::max_concurrent_steps<3>)(k, x, z, y);
+                                       tp::out_specs(tp::spec<mc_tile<C>>(own)), ws, tp::max_concurrent_steps<3>)(k, x, z, y);
     k.cluster_sync();
   }
 };

@@ -10,51 +10,51 @@
 #include "config.cuh"
 #include "index_map.cuh"
 #include "layout.cuh"
+#include "options.cuh"
 
 #include <type_traits>
 #include <utility>
 
 namespace tilepipe {
 
+struct max_concurrent_steps_tag;
 template <int N>
-struct max_concurrent_steps_t {
+struct max_concurrent_steps_t : option<max_concurrent_steps_tag, N> {
   static_assert(N >= 1 && N <= 32, "tilepipe: max_concurrent_steps must be in 1..32");
-  static constexpr int value = N;
 };
 /// SMEM slots per pipelined operand (the number of copies in flight).
 template <int N>
 inline constexpr max_concurrent_steps_t<N> max_concurrent_steps{};
 
+struct delay_release_tag;
 template <int D>
-struct delay_release_t {
+struct delay_release_t : option<delay_release_tag, D> {
   static_assert(D >= 0, "tilepipe: delay_release must be >= 0");
-  static constexpr int value = D;
 };
 /// Steps a slot stays reserved after its last use (1 when the body leaves a wgmma in flight).
 template <int D>
 inline constexpr delay_release_t<D> delay_release{};
 
+struct buffered_tag;
 template <int N>
-struct buffered_t {
+struct buffered_t : option<buffered_tag, N> {
   static_assert(N >= 1 && N <= 32, "tilepipe: buffered<n> takes 1..32 slots");
-  static constexpr int value = N;
 };
 /// Number of SMEM slots for one operand, overriding max_concurrent_steps (Pallas TPU's Buffered).
 template <int N>
 inline constexpr buffered_t<N> buffered{};
 
+struct depends_on_tag;
 template <int... Axes>
-struct depends_on_t {
-  static constexpr unsigned mask = (0u | ... | (1u << Axes));
-};
+struct depends_on_t : option<depends_on_tag, (0u | ... | (1u << Axes))> {};
 /// Declares which grid axes an index map uses.
 template <int... Axes>
 inline constexpr depends_on_t<Axes...> depends_on{};
 
+struct multicast_tag;
 template <int C>
-struct multicast_t {
+struct multicast_t : option<multicast_tag, C> {
   static_assert(C == 1 || C == 2 || C == 4, "tilepipe: multicast<c> takes a cluster of 1, 2 or 4 CTAs");
-  static constexpr int value = C;
 };
 /// The block is the same for all C CTAs of the launch's cluster (Pallas' collective_axes):
 /// each CTA loads 1/C of its TMA boxes and multicasts them into all C CTAs, so L2 serves the
@@ -64,33 +64,6 @@ template <int C>
 inline constexpr multicast_t<C> multicast{};
 
 namespace detail {
-template <class T>
-inline constexpr int multicast_of = 1;  // no multicast: a cluster of one
-template <int C>
-inline constexpr int multicast_of<multicast_t<C>> = C;
-template <class T>
-inline constexpr int delay_of = -1;
-template <int D>
-inline constexpr int delay_of<delay_release_t<D>> = D;
-template <class T>
-inline constexpr int buffers_of = 0;
-template <int N>
-inline constexpr int buffers_of<buffered_t<N>> = N;
-template <class T>
-inline constexpr long long axes_of = -1;
-template <int... A>
-inline constexpr long long axes_of<depends_on_t<A...>> = depends_on_t<A...>::mask;
-template <class T>
-inline constexpr int mcs_of = 0;
-template <int N>
-inline constexpr int mcs_of<max_concurrent_steps_t<N>> = N;
-
-constexpr long long first_set(std::initializer_list<long long> xs, long long none) {
-  for (long long x : xs)
-    if (x != none) return x;
-  return none;
-}
-
 /// The largest and the smallest of a non-empty list (a compile-time fold over a pack).
 constexpr int largest(std::initializer_list<int> xs) {
   int m = *xs.begin();
@@ -110,15 +83,14 @@ struct block_spec {
   using tile_type = Tile;
   using map_type = Map;
   static constexpr bool in_smem = true;
-  static constexpr int delay = static_cast<int>(detail::first_set({detail::delay_of<Opts>...}, -1));
-  static constexpr int buffers = static_cast<int>(detail::first_set({detail::buffers_of<Opts>...}, 0));
-  static constexpr long long declared_axes = detail::first_set({detail::axes_of<Opts>...}, -1);
-  static constexpr int multicast = static_cast<int>(detail::first_set({detail::multicast_of<Opts>...}, 1));
+  static constexpr int delay = option_v<delay_release_tag, -1, Opts...>;  // -1: the pipeline's
+  static constexpr int buffers = option_v<buffered_tag, 0, Opts...>;      // 0: the pipeline's
+  static constexpr int multicast = option_v<multicast_tag, 1, Opts...>;
 
   /// Grid axes the index map depends on (bit a = axis a).
   template <int GridRank>
   static constexpr unsigned axes() {
-    if constexpr (declared_axes >= 0) return static_cast<unsigned>(declared_axes);
+    if constexpr (has_option_v<depends_on_tag, Opts...>) return option_v<depends_on_tag, 0u, Opts...>;
     else return axes_used_v<Map, GridRank>;
   }
 

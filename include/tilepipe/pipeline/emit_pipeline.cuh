@@ -83,6 +83,24 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
   TP_HD pipeline(Body body, Grid grid, cuda::std::tuple<Ins...> ins, cuda::std::tuple<Outs...> outs)
       : body_(body), grid_(grid), ins_(ins), outs_(outs) {}
 
+  /// The shared memory the pipeline allocates while it runs over GMEM refs of types G...
+  /// (inputs, then outputs): its slots and barriers.
+  template <class... G>
+  static constexpr std::uint32_t smem_bytes = [] {
+    using refs = cuda::std::tuple<G...>;
+    static_assert(sizeof...(G) == sizeof...(Ins) + sizeof...(Outs),
+                  "tilepipe: smem_bytes<G...> takes one GMEM ref type per in_spec and per out_spec, inputs first");
+    return []<std::size_t... I, std::size_t... J>(cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) {
+      return (0u + ... + decltype(make_operand<Ins, cuda::std::tuple_element_t<I, refs>, Grid, MCS, Delay, true>(
+                             std::declval<const Ins&>(), std::declval<const cuda::std::tuple_element_t<I, refs>&>()))::
+                             allocation_bytes) +
+             (0u + ... + decltype(make_operand<Outs, cuda::std::tuple_element_t<sizeof...(Ins) + J, refs>, Grid, MCS, Delay,
+                                               false>(std::declval<const Outs&>(),
+                                                      std::declval<const cuda::std::tuple_element_t<sizeof...(Ins) + J, refs>&>()))::
+                             allocation_bytes);
+    }(cuda::std::index_sequence_for<Ins...>{}, cuda::std::index_sequence_for<Outs...>{});
+  }();
+
   /// Runs the pipeline over the GMEM refs of the inputs, then of the outputs.
   template <class... G>
   TP_HD void operator()(kernel_context& k, const G&... gmem) const {
@@ -235,10 +253,6 @@ constexpr bool index_maps_fit(cuda::std::tuple<Ins...>*, cuda::std::tuple<Outs..
          diagnostic::index_maps_fit<GridRank, true>(static_cast<const Outs*>(nullptr)...);
 }
 
-template <class... Opts>
-inline constexpr int mcs_option = static_cast<int>(detail::first_set({detail::mcs_of<Opts>...}, 0));
-template <class... Opts>
-inline constexpr int delay_option = static_cast<int>(detail::first_set({detail::delay_of<Opts>...}, -1));
 
 }  // namespace pipeline_detail
 
@@ -246,8 +260,8 @@ inline constexpr int delay_option = static_cast<int>(detail::first_set({detail::
 /// (default 2), tp::delay_release<d> (default 0, for specs that do not set their own).
 template <class Body, int... E, class... Ins, class... Outs, class... Opts>
 TP_HD auto emit_pipeline(Body body, grid_t<E...> grid, in_specs_t<Ins...> ins, out_specs_t<Outs...> outs, Opts...) {
-  constexpr int mcs = pipeline_detail::mcs_option<Opts...> ? pipeline_detail::mcs_option<Opts...> : 2;
-  constexpr int delay = pipeline_detail::delay_option<Opts...> >= 0 ? pipeline_detail::delay_option<Opts...> : 0;
+  constexpr int mcs = option_v<max_concurrent_steps_tag, 2, Opts...>;
+  constexpr int delay = option_v<delay_release_tag, 0, Opts...>;
   constexpr bool fits = pipeline_detail::index_maps_fit<grid_t<E...>::rank>(
       static_cast<cuda::std::tuple<Ins...>*>(nullptr), static_cast<cuda::std::tuple<Outs...>*>(nullptr));
   using result = std::conditional_t<

@@ -1,5 +1,9 @@
-// The per-operand state of a pipeline (Pallas' BufferedRef): the SMEM slots of one
-// operand, its ready barriers, and the cursors that decide which slot each step uses.
+// The per-operand state of both pipelines (Pallas' BufferedRef): the SMEM slots of one
+// operand, its barriers, and the cursors that decide which slot each step uses.
+//   smem_operand   an operand of emit_pipeline (all warpgroups run the schedule)
+//   ws_input       an input of emit_pipeline_warp_specialized (full/empty = ready/consumed)
+//   ws_output      an output of it (full/empty = written/stored)
+// All three share operand_traits (types, slot plan, checks) and slot_cursor (slot + phase).
 //
 // An operand moves to a new slot only when its block index changes between consecutive
 // steps (TPU semantics), so a consumer cursor and a producer cursor that visit the same
@@ -13,9 +17,26 @@
 #include "../core/refs.cuh"
 #include "../ops/copy.cuh"
 
+namespace tilepipe {
+
+/// What the body gets per input with manual_consumed_barriers: arrive() once per step from
+/// every compute warpgroup, when done with the block. It releases the slot on the block's
+/// last step and is a no-op on the others (the block stays for the next step).
+struct consumed_token {
+  std::uint64_t* bar = nullptr;
+  bool releases = false;
+  TP_HD void arrive() const {
+    if (releases) prim::mbarrier_arrive_per_warp(bar);
+  }
+};
+
+}  // namespace tilepipe
+
 namespace tilepipe::pipeline_detail {
 
-TP_HD constexpr std::uint32_t round_up(std::uint32_t x, std::uint32_t a) { return (x + a - 1) / a * a; }
+TP_HD constexpr std::uint32_t round_up(std::uint32_t x, std::size_t a) {
+  return static_cast<std::uint32_t>((x + a - 1) / a * a);
+}
 
 /// The slot after s in a ring of n (a compare, not a signed modulo: it runs every step).
 TP_HD constexpr int next_slot(int s, int n) { return s + 1 == n ? 0 : s + 1; }
@@ -84,27 +105,64 @@ struct slot_plan {
                 "(max_concurrent_steps, or buffered<n>): a slot cannot be refilled while it is still reserved");
 };
 
-/// A pipelined operand in SMEM. Input operands also own one ready barrier per slot.
+/// Where one side of an operand stands in its ring of slots (CUTLASS's PipelineState): the
+/// current slot and the phase of each slot's barrier. Slots are taken in ring order, but an
+/// operand moves on only when its block changes, so each slot keeps its own phase bit.
+struct slot_cursor {
+  int slot = -1;             // the current slot; -1 before the first
+  std::uint32_t phase = 0;   // bit s: the parity of slot s's next barrier phase
+  std::uint32_t used = 0;    // bit s: slot s was taken before (its "free" barrier has a phase to wait for)
+
+  /// Moves to the next slot in the ring of n.
+  TP_HD void advance(int n) { slot = next_slot(slot, n); }
+  /// The parity to wait for on slot s's barrier; the next wait on it waits for the phase after.
+  TP_HD std::uint32_t take_phase(int s) {
+    const std::uint32_t p = (phase >> s) & 1u;
+    phase ^= 1u << s;
+    return p;
+  }
+  TP_HD std::uint32_t take_phase() { return take_phase(slot); }
+  /// Whether the current slot was taken before; marks it taken.
+  TP_HD bool reused() {
+    const bool u = (used >> slot) & 1u;
+    used |= 1u << slot;
+    return u;
+  }
+};
+
+/// What every SMEM operand derives from its spec, its GMEM ref and the pipeline: element
+/// type, tile, layout and view, slot plan, block index type, slot bytes, and the checks.
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>
-struct smem_operand {
+struct operand_traits {
   using T = typename Gmem::value_type;
   using tile = typename Spec::tile_type;
   using layout = tile_layout<tile, static_cast<int>(sizeof(T))>;
   using view_type = smem_ref<T, layout>;
   using plan = slot_plan<Spec, Grid, MCS, DefaultDelay, IsInput>;
-  static_assert(Spec::multicast == 1, "tilepipe: multicast specs need emit_pipeline_warp_specialized");
-  static constexpr int slots = plan::slots;
-  static constexpr int delay = plan::delay;
-  static constexpr std::uint32_t slot_bytes = round_up(layout::bytes, static_cast<std::uint32_t>(smem_alignment));
-  static constexpr std::uint32_t smem_bytes = slots * slot_bytes;
-  static constexpr std::uint32_t barrier_bytes = IsInput ? 8 * slots : 0;
   using block_index = decltype(apply_index_map(std::declval<typename Spec::map_type>(), index<Grid::rank>{}));
+  static constexpr int slots = plan::slots;
+  static constexpr std::uint32_t slot_bytes = round_up(layout::bytes, static_cast<std::uint32_t>(smem_alignment));
 
   static_assert(Gmem::template has_tile<tile>,
                 "tilepipe: the gmem_ref passed for this spec has no tensor map for the spec's tile: list the tile "
                 "in the kernel parameter's type, tp::gmem<T, R, tile...>");
   static_assert(block_index::rank == Gmem::rank,
                 "tilepipe: the index map returns a different number of indices than the operand has dimensions");
+};
+
+/// A pipelined operand of emit_pipeline in SMEM. Inputs also own one ready barrier per slot.
+template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>
+struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput> {
+  using traits = operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput>;
+  using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
+      typename traits::block_index;
+  using traits::slots, traits::slot_bytes;
+  static_assert(Spec::multicast == 1, "tilepipe: multicast specs need emit_pipeline_warp_specialized");
+  static constexpr int delay = traits::plan::delay;
+  static constexpr std::uint32_t smem_bytes = slots * slot_bytes;
+  static constexpr std::uint32_t barrier_bytes = IsInput ? 8 * slots : 0;
+  /// Shared memory it allocates: the slots, and the barriers of an input (each allocation aligned).
+  static constexpr std::uint32_t allocation_bytes = smem_bytes + round_up(barrier_bytes, smem_alignment);
 
   const Spec* spec;
   const Gmem* gmem;
@@ -114,23 +172,19 @@ struct smem_operand {
   std::uint64_t* bars = nullptr;
   prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
 
-  // Consumer cursor: the slot the current step reads, the ready-barrier parity of each
-  // slot, the block index of the last step.
-  int slot = -1;
-  std::uint32_t parity = 0;
+  // Consumer: the slot the current step reads (and its ready phases), the last block.
+  slot_cursor reader;
   block_index last{};
-  // Producer cursor (inputs): the next step to fetch for, its grid index, the slot and
-  // block index of the last fetch, and (for no_pipelining) the parity of each slot's
-  // next fill.
+  // Producer (inputs): the next step to fetch for and its grid index, the slot of the last
+  // fetch (and, for no_pipelining, the phase each slot's fill completes), the last block.
   index<Grid::rank> fill_at{};
   long long fill_step = 0;
-  int fill_slot = -1;
+  slot_cursor filler;
   block_index fill_last{};
-  std::uint32_t fill_parity = 0;
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
   TP_HD std::uint64_t* bar(int s) const { return bars + s; }
-  TP_HD view_type view() const { return {reinterpret_cast<T*>(slot_ptr(slot)), 0}; }
+  TP_HD view_type view() const { return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}; }
   TP_HD block_index block_at(const index<Grid::rank>& at) const { return apply_index_map(spec->index_map, at); }
 
   /// Allocates the slots (and barriers) of operand `operand` (its position among the
@@ -166,11 +220,10 @@ struct smem_operand {
   /// All threads: before the body of step s at `at`, wait for its block if it is new.
   TP_HD void consume(const index<Grid::rank>& at, long long s) {
     const block_index b = block_at(at);
-    if (slot >= 0 && b == last) return;
+    if (reader.slot >= 0 && b == last) return;
     last = b;
-    slot = next_slot(slot, slots);
-    prim::mbarrier_wait(bars_at + slot, (parity >> slot) & 1u, {slot, s});
-    parity ^= 1u << slot;
+    reader.advance(slots);
+    prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -178,13 +231,14 @@ struct smem_operand {
   /// phase then returns immediately).
   TP_HD void produce(const Grid& grid) {
     const block_index b = block_at(fill_at);
-    if (fill_slot < 0 || !(b == fill_last)) {
+    if (filler.slot < 0 || !(b == fill_last)) {
       fill_last = b;
-      fill_slot = next_slot(fill_slot, slots);
-      prim::mbarrier_arrive_expect_tx(bar(fill_slot), layout::bytes);
-      issue_block_load<tile>(*gmem, b, slot_ptr(fill_slot), bar(fill_slot), {"input", operand, fill_step, failure});
-      if (prim::no_pipelining()) prim::mbarrier_wait(bar(fill_slot), (fill_parity >> fill_slot) & 1u, {fill_slot, fill_step});
-      fill_parity ^= 1u << fill_slot;
+      filler.advance(slots);
+      const int f = filler.slot;
+      prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
+      issue_block_load<tile>(*gmem, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
+      const std::uint32_t phase = filler.take_phase();
+      if (prim::no_pipelining()) prim::mbarrier_wait(bar(f), phase, {f, fill_step});
     }
     grid.increment(fill_at);
     ++fill_step;
@@ -199,15 +253,15 @@ struct smem_operand {
   /// run in the next slot; the leader first waits until that slot's last store has read it.
   TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader) {
     const block_index b = block_at(at);
-    if (slot >= 0 && b == last) return false;
+    if (reader.slot >= 0 && b == last) return false;
     last = b;
-    slot = next_slot(slot, slots);
+    reader.advance(slots);
     if (leader) {
       check_output_run(failure, spec->index_map, grid, b, s, operand);
       prim::bulk_wait_read<slots - 1>();
-      prim::poison(slot_ptr(slot), layout::bytes);
+      prim::poison(slot_ptr(reader.slot), layout::bytes);
     }
-    prim::note_block(slot_ptr(slot), b.v);
+    prim::note_block(slot_ptr(reader.slot), b.v);
     return true;
   }
 
@@ -216,9 +270,262 @@ struct smem_operand {
 
   /// leader: stores the current slot to the current block (after step s).
   TP_HD void store(long long s) const {
-    issue_block_store<tile>(*gmem, last, slot_ptr(slot), {"output", operand, s, failure});
+    issue_block_store<tile>(*gmem, last, slot_ptr(reader.slot), {"output", operand, s, failure});
   }
 };
+
+/// The two barrier rings of a warp-specialised operand, `slots` barriers each (CUTLASS's
+/// names): `full` completes when a slot holds its block (an input landed, an output was
+/// written), `empty` when the slot may be refilled (an input consumed, an output stored).
+/// One allocation that every warpgroup makes; the leader initialises them.
+struct barrier_rings {
+  std::uint64_t* full;
+  std::uint64_t* empty;
+  int slots;
+
+  TP_HD static barrier_rings allocate(kernel_context& k, int slots, const char* what) {
+    auto* bars = reinterpret_cast<std::uint64_t*>(k.allocate(16 * slots, what));
+    return {bars, bars + slots, slots};
+  }
+  /// leader: each barrier with its arrival count and its name in the interpreter's reports.
+  TP_HD void init(int operand, std::uint32_t full_count, const char* full_name, std::uint32_t empty_count,
+                  const char* empty_name) const {
+    for (int s = 0; s < slots; ++s) {
+      prim::mbarrier_init(full + s, full_count);
+      prim::mbarrier_init(empty + s, empty_count);
+      prim::mbarrier_name(full + s, full_name, operand, s);
+      prim::mbarrier_name(empty + s, empty_name, operand, s);
+    }
+  }
+};
+
+/// An input of a warp-specialised pipeline, across a chain of pipelines (every warpgroup
+/// holds one; the memory side and the compute side use their own cursors).
+template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, int NumCompute, bool Manual>
+struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
+  using traits = operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true>;
+  using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
+      typename traits::block_index;
+  using traits::slots, traits::slot_bytes;
+  static constexpr int delay = Manual ? 0 : traits::plan::delay;
+  // A multicast block is written into every CTA of the cluster by every CTA's memory
+  // warpgroup, so its slot is free only when the compute warps of all CTAs released it.
+  static constexpr int cluster = Spec::multicast;
+  static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the cluster
+  /// Shared memory it allocates: the slots and the two barrier rings (each allocation aligned).
+  static constexpr std::uint32_t allocation_bytes = slots * slot_bytes + round_up(16 * slots, smem_alignment);
+  static_assert(!(Manual && Spec::delay > 0),
+                "tilepipe: with manual_consumed_barriers the body releases blocks itself; drop delay_release");
+  static_assert(cluster == 1 || tma_plan<tile, static_cast<int>(sizeof(T))>::boxes % cluster == 0,
+                "tilepipe: the CTAs of a cluster share a multicast<c> block box by box, so it must consist of a "
+                "multiple of c TMA boxes (column panels x row boxes): give its tile tp::box_rows<rows / c>");
+  static_assert(cluster == 1 || !Manual, "tilepipe: multicast specs release their slots automatically; drop "
+                                         "manual_consumed_barriers");
+
+  unsigned char* smem = nullptr;
+  barrier_rings bars{};                   // full: the block landed; empty: the compute warps are done with it
+  prim::smem_barrier full_at, empty_at;  // the same barriers, for the compute loop
+  // compute side: the slot the step reads, its last block, and the slots of the last
+  // delay + 1 steps, oldest first, with whether each step was its block's last (shifted
+  // every step so that all indices are compile-time constants)
+  slot_cursor reader;
+  block_index last{};
+  int recent_slots[delay + 1] = {};
+  bool recent_ends[delay + 1] = {};
+  // memory side: the slot of the last fetch, its block, the next step to fetch for
+  slot_cursor filler;
+  block_index fill_last{};
+  index<Grid::rank> fill_at{};
+  long long fill_step = 0;
+  int operand = 0;  // position among the pipeline's inputs, for reports
+  failure_channel failure{};
+
+  TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
+
+  TP_HD void allocate(kernel_context& k, bool leader, int position) {
+    operand = position;
+    if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
+    smem = k.allocate(slots * slot_bytes, "warp-specialised input slots");
+    for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised input", position, s);
+    bars = barrier_rings::allocate(k, slots, "warp-specialised input barriers");
+    full_at = prim::barrier_at(bars.full);
+    empty_at = prim::barrier_at(bars.empty);
+    if (leader) bars.init(position, 1, "ready", arrivals, Manual ? "consumed (manual)" : "consumed");
+  }
+
+  // ---- memory warpgroup ----
+
+  /// Fetches the block of the next step in order, if it changed; waits until the slot it
+  /// goes to was released by the compute warpgroups.
+  TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
+    const block_index b = apply_index_map(spec.index_map, fill_at);
+    if (first_of_call || !(b == fill_last)) {
+      fill_last = b;
+      filler.advance(slots);
+      const int f = filler.slot;
+      if (filler.reused()) prim::mbarrier_wait(bars.empty + f, filler.take_phase());
+      if (prim::leader()) {
+        prim::mbarrier_arrive_expect_tx(bars.full + f, layout::bytes);  // the whole block lands here
+        const block_site site{"input", operand, fill_step, failure};
+        if constexpr (cluster > 1)
+          issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, prim::cluster_rank(), cluster, site);
+        else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
+      }
+    }
+    grid.increment(fill_at);
+    ++fill_step;
+  }
+
+  /// At the end of a chain: waits until every slot this warpgroup filled was released.
+  TP_HD void drain() {
+    for (int s = 0; s < slots; ++s)
+      if ((filler.used >> s) & 1u) {
+        prim::mbarrier_wait(bars.empty + s, filler.take_phase(s));
+        filler.used &= ~(1u << s);
+      }
+  }
+
+  // ---- compute warpgroups ----
+
+  /// Before the body of step s: waits for the block if it is new.
+  TP_HD view_type consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
+    const block_index b = apply_index_map(spec.index_map, at);
+    if (first_of_call || !(b == last)) {
+      last = b;
+      reader.advance(slots);
+      prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
+    }
+    return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
+  }
+
+  /// After the body of step s: records whether s was the block's last step, and releases
+  /// the block of step s - delay if that was its last step.
+  TP_HD void release_after(const Spec& spec, const index<Grid::rank>& next, bool last_step, long long s) {
+#pragma unroll
+    for (int h = 0; h < delay; ++h) recent_slots[h] = recent_slots[h + 1], recent_ends[h] = recent_ends[h + 1];
+    recent_slots[delay] = reader.slot;
+    recent_ends[delay] = last_step || !(apply_index_map(spec.index_map, next) == last);
+    if constexpr (!Manual)
+      if (s >= delay && recent_ends[0]) release(recent_slots[0]);
+  }
+
+  /// The compute warps are done with slot s: in every CTA of the cluster for a multicast block.
+  TP_HD void release(int s) const {
+    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, cluster);
+    else prim::mbarrier_arrive_per_warp(empty_at + s);
+  }
+
+  /// After the last step: releases the blocks of the last `delay` steps.
+  TP_HD void release_tail(long long steps) {
+    if constexpr (!Manual)
+#pragma unroll
+      for (int h = 1; h <= delay; ++h)
+        if (steps - (delay + 1 - h) >= 0 && recent_ends[h]) release(recent_slots[h]);
+  }
+};
+
+/// An output of a warp-specialised pipeline, across a chain of pipelines.
+template <class Spec, class Gmem, class Grid, int MCS, int NumCompute>
+struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
+  using traits = operand_traits<Spec, Gmem, Grid, MCS, 0, false>;
+  using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
+      typename traits::block_index;
+  using traits::slots, traits::slot_bytes;
+  static constexpr int arrivals = 4 * NumCompute;
+  /// Shared memory it allocates: the slots and the two barrier rings (each allocation aligned).
+  static constexpr std::uint32_t allocation_bytes = slots * slot_bytes + round_up(16 * slots, smem_alignment);
+
+  unsigned char* smem = nullptr;
+  barrier_rings bars{};  // full: the compute warps wrote the block; empty: its store has read it
+  // compute side: the slot the steps write, its block
+  slot_cursor writer;
+  block_index last{};
+  // memory side: the slot of the last store, its block, and the slot whose store is still
+  // reading it (-1: none)
+  slot_cursor storer;
+  block_index store_last{};
+  int pending = -1;
+  int operand = 0;  // position among the pipeline's outputs, for reports
+  failure_channel failure{};
+
+  TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
+
+  TP_HD void allocate(kernel_context& k, bool leader, int position, int barrier_operand) {
+    operand = position;
+    if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
+    smem = k.allocate(slots * slot_bytes, "warp-specialised output slots");
+    for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised output", position, s);
+    bars = barrier_rings::allocate(k, slots, "warp-specialised output barriers");
+    if (leader) {
+      bars.init(barrier_operand, arrivals, "output full", 1, "output free");
+      for (int s = 0; s < slots; ++s) prim::poison(slot_ptr(s), layout::bytes);  // no block written yet
+    }
+  }
+
+  // ---- compute warpgroups ----
+
+  TP_HD view_type begin(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
+    const block_index b = apply_index_map(spec.index_map, at);
+    if (first_of_call || !(b == last)) {
+      last = b;
+      writer.advance(slots);
+      if (writer.reused()) prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
+      prim::note_block(slot_ptr(writer.slot), b.v);
+    }
+    return {reinterpret_cast<T*>(slot_ptr(writer.slot)), 0};
+  }
+
+  TP_HD void end(const Spec& spec, const index<Grid::rank>& next, bool last_step) {
+    if (last_step || !(apply_index_map(spec.index_map, next) == last)) {
+      prim::fence_proxy_async();  // the body's SMEM writes, before the TMA store reads them
+      prim::mbarrier_arrive_per_warp(bars.full + writer.slot);
+    }
+  }
+
+  // ---- memory warpgroup ----
+
+  /// If the block's run ends at the step `at` (next is the following step), waits until it
+  /// is written and stores it; returns whether it stored.
+  TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const Grid& grid, const index<Grid::rank>& at,
+                            const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call) {
+    const block_index b = apply_index_map(spec.index_map, at);
+    if (first_of_call || !(b == store_last)) {
+      check_output_run(failure, spec.index_map, grid, b, s, operand);
+      store_last = b;
+      storer.advance(slots);
+    }
+    if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
+    prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
+    if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(storer.slot), {"output", operand, s, failure});
+    return true;
+  }
+
+  /// After the stores of a step were committed: frees the slot of the previous store once
+  /// it has been read; with InFlight = 0 (one slot), the new store's own slot.
+  template <int InFlight>
+  TP_HD void free_stored(bool stored_now) {
+    if (!stored_now) return;
+    if (InFlight == 0 || pending >= 0) {
+      if (prim::leader()) prim::bulk_wait_read<InFlight>();
+      const int s = InFlight == 0 ? storer.slot : pending;
+      if (prim::leader()) {
+        prim::poison(slot_ptr(s), layout::bytes);
+        prim::mbarrier_arrive(bars.empty + s);
+      }
+    }
+    pending = InFlight == 0 ? -1 : storer.slot;
+  }
+
+  TP_HD void drain() {
+    if (pending < 0) return;
+    if (prim::leader()) {
+      prim::bulk_wait_read<0>();
+      prim::mbarrier_arrive(bars.empty + pending);
+    }
+    pending = -1;
+  }
+};
+
 
 /// An operand left in global memory: the body gets the GMEM ref; nothing is copied.
 template <class Gmem>
@@ -226,6 +533,7 @@ struct gmem_operand {
   const Gmem* gmem;
   static constexpr int slots = 0;
   static constexpr int delay = 0;
+  static constexpr std::uint32_t allocation_bytes = 0;
   TP_HD const Gmem& view() const { return *gmem; }
   TP_HD void allocate(kernel_context&, int) {}
   TP_HD void init_barriers(int) const {}

@@ -8,11 +8,12 @@
 //   auto alloc = pipe.get_allocations(k, a, b);           // or hoisted, for chains of pipelines:
 //   pipe(k, alloc, tp::pipeline_state::start, a, b);      //   start, steady..., stop
 //
-// Barriers (all derived from the specs, never written by the user):
-//   ready[i][slot]     memory -> compute: the block landed (1 arrival + the block's bytes)
-//   consumed[i][slot]  compute -> memory: every compute warp is done with the block
-//   full[o][slot]      compute -> memory: the output block is written
-//   free[o][slot]      memory -> compute: its store has read the slot
+// Barriers (all derived from the specs, never written by the user), a full and an empty
+// ring per operand (pipeline/operands.cuh; their names in the interpreter's reports):
+//   input  full ("ready")      memory -> compute: the block landed (1 arrival + its bytes)
+//          empty ("consumed")  compute -> memory: every compute warp is done with the block
+//   output full                compute -> memory: the output block is written
+//          empty ("free")      memory -> compute: its store has read the slot
 // Every operand has its own slots and barriers, and moves to a new slot only when its block
 // index changes (TPU semantics): a grid-invariant ("stationary") input is fetched once and
 // released once, and an output block that stays the same accumulates.
@@ -44,33 +45,27 @@
 
 namespace tilepipe {
 
+struct num_compute_wgs_tag;
 template <int N>
-struct num_compute_wgs_t {
+struct num_compute_wgs_t : option<num_compute_wgs_tag, N> {
   static_assert(N >= 1 && N <= 3, "tilepipe: num_compute_wgs must be 1..3 (plus the memory warpgroup: at most 4)");
-  static constexpr int value = N;
 };
 template <int N>
 inline constexpr num_compute_wgs_t<N> num_compute_wgs{};
 
-template <int R>
-struct memory_registers_t {
-  static constexpr int value = R;
-};
+struct memory_registers_tag;
 /// Registers per thread the memory warpgroup keeps (setmaxnreg.dec); 40 is typical.
 template <int R>
-inline constexpr memory_registers_t<R> memory_registers{};
+inline constexpr option<memory_registers_tag, R> memory_registers{};
 
-template <int I>
-struct memory_thread_idx_t {
-  static constexpr int value = I;
-};
+struct memory_thread_idx_tag;
 /// Which warpgroup moves the data (default: the last).
 template <int I>
-inline constexpr memory_thread_idx_t<I> memory_thread_idx{};
+inline constexpr option<memory_thread_idx_tag, I> memory_thread_idx{};
 
-struct manual_consumed_barriers_t {};
+struct manual_consumed_barriers_tag;
 /// The body receives one consumed token per input and releases blocks itself.
-inline constexpr manual_consumed_barriers_t manual_consumed_barriers{};
+inline constexpr option<manual_consumed_barriers_tag, true> manual_consumed_barriers{};
 
 template <class F>
 struct compute_context_t {
@@ -115,303 +110,6 @@ struct register_split {
 
 namespace pipeline_detail {
 
-/// Per-slot barrier ring: one bit of phase parity per slot, one bit of "used before".
-struct slot_bits {
-  std::uint32_t parity = 0;
-  std::uint32_t used = 0;
-  TP_HD bool flip(int s) {  // returns the parity to wait for, then advances it
-    const bool p = (parity >> s) & 1u;
-    parity ^= 1u << s;
-    return p;
-  }
-  TP_HD bool mark_used(int s) {  // returns whether the slot was used before
-    const bool u = (used >> s) & 1u;
-    used |= 1u << s;
-    return u;
-  }
-};
-
-/// The two barrier rings of an operand, `slots` barriers each, in one allocation that every
-/// warpgroup makes; the leader then initialises them with their counts and names.
-struct barrier_rings {
-  std::uint64_t* first;
-  std::uint64_t* second;
-  int slots;
-
-  TP_HD static barrier_rings allocate(kernel_context& k, int slots, const char* what) {
-    auto* bars = reinterpret_cast<std::uint64_t*>(k.allocate(16 * slots, what));
-    return {bars, bars + slots, slots};
-  }
-  TP_HD void init(int operand, std::uint32_t count0, const char* name0, std::uint32_t count1, const char* name1) const {
-    for (int s = 0; s < slots; ++s) {
-      prim::mbarrier_init(first + s, count0);
-      prim::mbarrier_init(second + s, count1);
-      prim::mbarrier_name(first + s, name0, operand, s);
-      prim::mbarrier_name(second + s, name1, operand, s);
-    }
-  }
-};
-
-/// State of one input across a chain of pipelines (lives in every warpgroup).
-template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, int NumCompute, bool Manual>
-struct ws_input {
-  using T = typename Gmem::value_type;
-  using tile = typename Spec::tile_type;
-  using layout = tile_layout<tile, static_cast<int>(sizeof(T))>;
-  using view_type = smem_ref<T, layout>;
-  using plan = slot_plan<Spec, Grid, MCS, DefaultDelay>;
-  using block_index = decltype(apply_index_map(std::declval<typename Spec::map_type>(), index<Grid::rank>{}));
-  static constexpr int slots = plan::slots;
-  static constexpr int delay = Manual ? 0 : plan::delay;
-  // A multicast block is written into every CTA of the cluster by every CTA's memory
-  // warpgroup, so its slot is free only when the compute warps of all CTAs released it.
-  static constexpr int cluster = Spec::multicast;
-  static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the cluster
-  static constexpr std::uint32_t slot_bytes = round_up(layout::bytes, static_cast<std::uint32_t>(smem_alignment));
-  static_assert(Gmem::template has_tile<tile>,
-                "tilepipe: the gmem_ref passed for this spec has no tensor map for the spec's tile");
-  static_assert(block_index::rank == Gmem::rank,
-                "tilepipe: the index map returns a different number of indices than the operand has dimensions");
-  static_assert(!(Manual && Spec::delay > 0),
-                "tilepipe: with manual_consumed_barriers the body releases blocks itself; drop delay_release");
-  static_assert(cluster == 1 || tma_plan<tile, static_cast<int>(sizeof(T))>::boxes % cluster == 0,
-                "tilepipe: the CTAs of a cluster share a multicast<c> block box by box, so it must consist of a "
-                "multiple of c TMA boxes (column panels x row boxes): give its tile tp::box_rows<rows / c>");
-  static_assert(cluster == 1 || !Manual, "tilepipe: multicast specs release their slots automatically; drop "
-                                         "manual_consumed_barriers");
-
-  unsigned char* smem = nullptr;
-  std::uint64_t* ready = nullptr;
-  std::uint64_t* consumed = nullptr;
-  prim::smem_barrier ready_at, consumed_at;  // the same barriers, for the compute loop
-  // compute side
-  int slot = -1;
-  slot_bits ready_bits;
-  block_index last{};
-  // The slots of the last delay + 1 steps, oldest first, and whether each step was its
-  // block's last: shifted every step so that all indices are compile-time constants.
-  int hist_slot[delay + 1] = {};
-  bool hist_last[delay + 1] = {};
-  // memory side
-  int fill_slot = -1;
-  slot_bits consumed_bits;
-  block_index fill_last{};
-  index<Grid::rank> fill_at{};
-  long long fill_step = 0;
-  int operand = 0;  // position among the pipeline's inputs, for reports
-  failure_channel failure{};
-
-  TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
-
-  TP_HD void allocate(kernel_context& k, bool leader, int position) {
-    operand = position;
-    if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
-    smem = k.allocate(slots * slot_bytes, "warp-specialised input slots");
-    for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised input", position, s);
-    const auto rings = barrier_rings::allocate(k, slots, "warp-specialised input barriers");
-    ready = rings.first;
-    consumed = rings.second;
-    ready_at = prim::barrier_at(ready);
-    consumed_at = prim::barrier_at(consumed);
-    if (leader) rings.init(position, 1, "ready", arrivals, Manual ? "consumed (manual)" : "consumed");
-  }
-
-  // ---- memory warpgroup ----
-
-  /// Fetches the block of the next step in order, if it changed; waits until the slot it
-  /// goes to was released by the compute warpgroups.
-  TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
-    const block_index b = apply_index_map(spec.index_map, fill_at);
-    if (first_of_call || !(b == fill_last)) {
-      fill_last = b;
-      fill_slot = next_slot(fill_slot, slots);
-      if (consumed_bits.mark_used(fill_slot)) prim::mbarrier_wait(consumed + fill_slot, consumed_bits.flip(fill_slot));
-      if (prim::leader()) {
-        prim::mbarrier_arrive_expect_tx(ready + fill_slot, layout::bytes);  // the whole block lands here
-        const block_site site{"input", operand, fill_step, failure};
-        if constexpr (cluster > 1)
-          issue_block_load_multicast<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot, prim::cluster_rank(), cluster,
-                                           site);
-        else issue_block_load<tile>(g, b, slot_ptr(fill_slot), ready + fill_slot, site);
-      }
-    }
-    grid.increment(fill_at);
-    ++fill_step;
-  }
-
-  /// At the end of a chain: waits until every slot this warpgroup filled was released.
-  TP_HD void drain() {
-    for (int s = 0; s < slots; ++s)
-      if ((consumed_bits.used >> s) & 1u) {
-        prim::mbarrier_wait(consumed + s, consumed_bits.flip(s));
-        consumed_bits.used &= ~(1u << s);
-      }
-  }
-
-  // ---- compute warpgroups ----
-
-  /// Before the body of step s: waits for the block if it is new.
-  TP_HD view_type consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
-    const block_index b = apply_index_map(spec.index_map, at);
-    if (first_of_call || !(b == last)) {
-      last = b;
-      slot = next_slot(slot, slots);
-      prim::mbarrier_wait(ready_at + slot, ready_bits.flip(slot));
-    }
-    (void)s;
-    return {reinterpret_cast<T*>(slot_ptr(slot)), 0};
-  }
-
-  /// After the body of step s: records whether s was the block's last step, and releases
-  /// the block of step s - delay if that was its last step.
-  TP_HD void release_after(const Spec& spec, const index<Grid::rank>& next, bool last_step, long long s) {
-#pragma unroll
-    for (int h = 0; h < delay; ++h) hist_slot[h] = hist_slot[h + 1], hist_last[h] = hist_last[h + 1];
-    hist_slot[delay] = slot;
-    hist_last[delay] = last_step || !(apply_index_map(spec.index_map, next) == last);
-    if constexpr (!Manual)
-      if (s >= delay && hist_last[0]) release(hist_slot[0]);
-  }
-
-  /// The compute warps are done with slot s: in every CTA of the cluster for a multicast block.
-  TP_HD void release(int s) const {
-    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(consumed_at + s, cluster);
-    else prim::mbarrier_arrive_per_warp(consumed_at + s);
-  }
-
-  /// After the last step: releases the blocks of the last `delay` steps.
-  TP_HD void release_tail(long long steps) {
-    if constexpr (!Manual)
-#pragma unroll
-      for (int h = 1; h <= delay; ++h)
-        if (steps - (delay + 1 - h) >= 0 && hist_last[h]) release(hist_slot[h]);
-  }
-};
-
-/// What the body gets per input with manual_consumed_barriers: arrive() once per step from
-/// every compute warpgroup, when done with the block. It releases the slot on the block's
-/// last step and is a no-op on the others (the block stays for the next step).
-struct consumed_token {
-  std::uint64_t* bar = nullptr;
-  bool releases = false;
-  TP_HD void arrive() const {
-    if (releases) prim::mbarrier_arrive_per_warp(bar);
-  }
-};
-
-/// State of one SMEM output across a chain of pipelines.
-template <class Spec, class Gmem, class Grid, int MCS, int NumCompute>
-struct ws_output {
-  using T = typename Gmem::value_type;
-  using tile = typename Spec::tile_type;
-  using layout = tile_layout<tile, static_cast<int>(sizeof(T))>;
-  using view_type = smem_ref<T, layout>;
-  using plan = slot_plan<Spec, Grid, MCS, 0, false>;
-  using block_index = decltype(apply_index_map(std::declval<typename Spec::map_type>(), index<Grid::rank>{}));
-  static constexpr int slots = plan::slots;
-  static constexpr int arrivals = 4 * NumCompute;
-  static constexpr std::uint32_t slot_bytes = round_up(layout::bytes, static_cast<std::uint32_t>(smem_alignment));
-  static_assert(Gmem::template has_tile<tile>,
-                "tilepipe: the gmem_ref passed for this spec has no tensor map for the spec's tile");
-
-  unsigned char* smem = nullptr;
-  std::uint64_t* full = nullptr;
-  std::uint64_t* free_ = nullptr;
-  // compute side
-  int slot = -1;
-  slot_bits free_bits;
-  block_index last{};
-  // memory side
-  int store_slot = -1;
-  slot_bits full_bits;
-  block_index store_last{};
-  int pending = -1;  // slot of the last committed store not yet freed
-  int operand = 0;   // position among the pipeline's outputs, for reports
-  failure_channel failure{};
-
-  TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
-
-  TP_HD void allocate(kernel_context& k, bool leader, int position, int barrier_operand) {
-    operand = position;
-    if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
-    smem = k.allocate(slots * slot_bytes, "warp-specialised output slots");
-    for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised output", position, s);
-    const auto rings = barrier_rings::allocate(k, slots, "warp-specialised output barriers");
-    full = rings.first;
-    free_ = rings.second;
-    if (leader) {
-      rings.init(barrier_operand, arrivals, "output full", 1, "output free");
-      for (int s = 0; s < slots; ++s) prim::poison(slot_ptr(s), layout::bytes);  // no block written yet
-    }
-  }
-
-  // ---- compute warpgroups ----
-
-  TP_HD view_type begin(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
-    const block_index b = apply_index_map(spec.index_map, at);
-    if (first_of_call || !(b == last)) {
-      last = b;
-      slot = next_slot(slot, slots);
-      if (free_bits.mark_used(slot)) prim::mbarrier_wait(free_ + slot, free_bits.flip(slot));
-      prim::note_block(slot_ptr(slot), b.v);
-    }
-    return {reinterpret_cast<T*>(slot_ptr(slot)), 0};
-  }
-
-  TP_HD void end(const Spec& spec, const index<Grid::rank>& next, bool last_step) {
-    if (last_step || !(apply_index_map(spec.index_map, next) == last)) {
-      prim::fence_proxy_async();  // the body's SMEM writes, before the TMA store reads them
-      prim::mbarrier_arrive_per_warp(full + slot);
-    }
-  }
-
-  // ---- memory warpgroup ----
-
-  /// If the block's run ends at the step `at` (next is the following step), waits until it
-  /// is written and stores it; returns whether it stored.
-  TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const Grid& grid, const index<Grid::rank>& at,
-                            const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call) {
-    const block_index b = apply_index_map(spec.index_map, at);
-    if (first_of_call || !(b == store_last)) {
-      check_output_run(failure, spec.index_map, grid, b, s, operand);
-      store_last = b;
-      store_slot = next_slot(store_slot, slots);
-    }
-    if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
-    prim::mbarrier_wait(full + store_slot, full_bits.flip(store_slot));
-    if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(store_slot), {"output", operand, s, failure});
-    return true;
-  }
-
-  /// After the stores of a step were committed: frees the slot of the previous store once
-  /// it has been read (with one slot, the new store's own slot).
-  template <int Lag>
-  TP_HD void free_stored(bool stored_now) {
-    if (!stored_now) return;
-    if (Lag == 0 || pending >= 0) {
-      if (prim::leader()) prim::bulk_wait_read<Lag>();
-      const int s = Lag == 0 ? store_slot : pending;
-      if (prim::leader()) {
-        prim::poison(slot_ptr(s), layout::bytes);
-        prim::mbarrier_arrive(free_ + s);
-      }
-    }
-    pending = Lag == 0 ? -1 : store_slot;
-  }
-
-  TP_HD void drain() {
-    if (pending < 0) return;
-    if (prim::leader()) {
-      prim::bulk_wait_read<0>();
-      prim::mbarrier_arrive(free_ + pending);
-    }
-    pending = -1;
-  }
-};
-
-template <class Spec, class Gmem, class Grid, int MCS, int Delay, int NC, bool Manual>
-using ws_input_for = ws_input<Spec, Gmem, Grid, MCS, Delay, NC, Manual>;
-
 template <int NC, int MemRegs, int MemIdx, int MCS, int Delay, bool Manual, class Ctx, class Body, class Grid, class Ins,
           class Outs>
 class ws_pipeline;
@@ -421,8 +119,6 @@ template <int NC, int MemRegs, int MemIdx, int MCS, int Delay, bool Manual, clas
 class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda::std::tuple<Ins...>,
                   cuda::std::tuple<Outs...>> {
   using regs = register_split<NC, MemRegs>;
-  static_assert(MemIdx >= 0 && MemIdx <= NC,
-                "tilepipe: memory_thread_idx is out of range: the CTA has num_compute_wgs + 1 warpgroups");
   static_assert((Ins::in_smem && ...) && (Outs::in_smem && ...),
                 "tilepipe: the warp-specialised pipeline moves every operand through SMEM (no gmem_spec)");
   static constexpr bool has_context = !std::is_same_v<Ctx, no_carry>;
@@ -433,6 +129,20 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
  public:
   TP_HD ws_pipeline(Body body, Grid grid, cuda::std::tuple<Ins...> ins, cuda::std::tuple<Outs...> outs, Ctx ctx)
       : body_(body), grid_(grid), ins_(ins), outs_(outs), ctx_(ctx) {}
+
+  /// The shared memory the pipeline allocates over GMEM refs of types G... (inputs, then
+  /// outputs): its slots and barrier rings, what get_allocations takes.
+  template <class... G>
+  static constexpr std::uint32_t smem_bytes = [] {
+    static_assert(sizeof...(G) == sizeof...(Ins) + sizeof...(Outs),
+                  "tilepipe: smem_bytes<G...> takes one GMEM ref type per in_spec and per out_spec, inputs first");
+    using a = decltype(std::declval<const ws_pipeline&>().make_allocations(
+        std::declval<cuda::std::tuple<const G&...>>(), cuda::std::index_sequence_for<Ins...>{},
+        cuda::std::index_sequence_for<Outs...>{}));
+    return []<class... In, class... Out>(cuda::std::tuple<In...>*, cuda::std::tuple<Out...>*) {
+      return (0u + ... + In::allocation_bytes) + (0u + ... + Out::allocation_bytes);
+    }(static_cast<typename a::in_tuple*>(nullptr), static_cast<typename a::out_tuple*>(nullptr));
+  }();
 
   /// The SMEM and barriers of the pipeline, allocated and initialised once by all
   /// warpgroups together, for pipelines chained with pipeline_state (Pallas' get_allocations).
@@ -473,7 +183,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       prim::setmaxnreg_inc<regs::launch_cap>();
     } else {
       prim::setmaxnreg_inc<regs::compute>();
-      compute_role(a, refs);
+      compute_role(a);
       prim::setmaxnreg_dec<regs::launch_cap>();
     }
     k.sync_threads();
@@ -489,7 +199,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
     if (k.thread_index() == MemIdx) memory_role(alloc, refs, stops(state));
-    else compute_role(alloc, refs);
+    else compute_role(alloc);
   }
 
   /// The same, for one side only: inside tp::warp_specialized_for the memory and compute
@@ -499,13 +209,14 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   TP_HD void operator()(kernel_context&, Alloc& alloc, pipeline_state state, Role, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
     if constexpr (std::is_same_v<Role, memory_role_t>) memory_role(alloc, refs, stops(state));
-    else compute_role(alloc, refs);
+    else compute_role(alloc);
   }
 
  private:
   template <class InTuple, class OutTuple>
   struct allocations {
     using in_tuple = InTuple;
+    using out_tuple = OutTuple;
     InTuple ins;
     OutTuple outs;
   };
@@ -514,7 +225,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   TP_HD auto make_allocations(const Refs&, cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) const {
     constexpr std::size_t n = sizeof...(Ins);
     using in_t = cuda::std::tuple<
-        ws_input_for<Ins, std::remove_cvref_t<cuda::std::tuple_element_t<I, Refs>>, Grid, MCS, Delay, NC, Manual>...>;
+        ws_input<Ins, std::remove_cvref_t<cuda::std::tuple_element_t<I, Refs>>, Grid, MCS, Delay, NC, Manual>...>;
     using out_t = cuda::std::tuple<
         ws_output<Outs, std::remove_cvref_t<cuda::std::tuple_element_t<n + J, Refs>>, Grid, MCS, NC>...>;
     return allocations<in_t, out_t>{};
@@ -567,7 +278,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       if (any) {
         if (prim::leader()) prim::bulk_commit();
         for_each_output(a, refs, [&](auto& op, const auto&, const auto&, int j) {
-          op.template free_stored<store_lag>(stored[j]);
+          op.template free_stored<stores_in_flight>(stored[j]);
         });
       }
       at = next;
@@ -581,26 +292,26 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   // ---- the compute warpgroups ------------------------------------------------------------
 
-  template <class Alloc, class Refs>
-  TP_HD void compute_role(Alloc& a, const Refs& refs) const {
+  template <class Alloc>
+  TP_HD void compute_role(Alloc& a) const {
     if constexpr (has_context) {
       int calls = 0;
       // pipeline(init) runs with a carry and returns the final one; pipeline() runs without.
       auto pipeline = [&](auto... init) {
         static_assert(sizeof...(init) <= 1, "tilepipe: the pipeline takes at most one initial carry");
         TP_REQUIRE(++calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
-        if constexpr (sizeof...(init) == 1) return compute_loop(a, refs, init...);
-        else compute_loop(a, refs, no_carry{});
+        if constexpr (sizeof...(init) == 1) return compute_loop(a, init...);
+        else compute_loop(a, no_carry{});
       };
       ctx_.fn(pipeline);
       TP_REQUIRE(calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
     } else {
-      compute_loop(a, refs, no_carry{});
+      compute_loop(a, no_carry{});
     }
   }
 
-  template <class Alloc, class Refs, class C>
-  TP_HD C compute_loop(Alloc& a, const Refs& refs, C carry) const {
+  template <class Alloc, class C>
+  TP_HD C compute_loop(Alloc& a, C carry) const {
     const long long steps = grid_.steps();
     const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     index<Grid::rank> at{};
@@ -609,7 +320,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
       if (!last_step) grid_.increment(next);
-      carry = step(a, refs, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
+      carry = step(a, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
                    cuda::std::index_sequence_for<Outs...>{});
       at = next;
     }
@@ -620,23 +331,19 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     return carry;
   }
 
-  template <class Alloc, class Refs, class C, std::size_t... I, std::size_t... J>
-  TP_HD C step(Alloc& a, const Refs& refs, const index<Grid::rank>& at, const index<Grid::rank>& next, long long s,
-               bool last_step, C carry, cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) const {
-    constexpr std::size_t n = sizeof...(Ins);
-    (void)refs;
+  template <class Alloc, class C, std::size_t... I, std::size_t... J>
+  TP_HD C step(Alloc& a, const index<Grid::rank>& at, const index<Grid::rank>& next, long long s, bool last_step,
+               C carry, cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) const {
     const bool first = s == 0;
     auto in_views = cuda::std::make_tuple(cuda::std::get<I>(a.ins).consume(cuda::std::get<I>(ins_), at, first, s)...);
     auto out_views = cuda::std::make_tuple(cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first)...);
     // Whether each input's block ends at s (for the manual tokens) is known before the body.
     auto tokens = cuda::std::make_tuple(consumed_token{
-        cuda::std::get<I>(a.ins).consumed + cuda::std::get<I>(a.ins).slot,
+        cuda::std::get<I>(a.ins).bars.empty + cuda::std::get<I>(a.ins).reader.slot,
         last_step || !(apply_index_map(cuda::std::get<I>(ins_).index_map, next) == cuda::std::get<I>(a.ins).last)}...);
-    (void)tokens;
     C result = call_body(at, in_views, out_views, tokens, carry);
     (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step), ...);
     (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s), ...);
-    (void)n;
     return result;
   }
 
@@ -670,7 +377,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   // With two or more slots per output the memory warpgroup keeps one store in flight while
   // it moves on; with one slot it must wait for the store before the slot is written again.
   static constexpr int min_out_slots = detail::smallest({2, slot_plan<Outs, Grid, MCS, 0, false>::slots...});
-  static constexpr int store_lag = min_out_slots >= 2 ? 1 : 0;
+  static constexpr int stores_in_flight = min_out_slots >= 2 ? 1 : 0;
 
   template <class Alloc, class Refs, class F>
   TP_HD void for_each_input(Alloc& a, const Refs& refs, F&& f) const {
@@ -697,24 +404,6 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   Ctx ctx_;
 };
 
-template <class T>
-inline constexpr int nc_of = 0;
-template <int N>
-inline constexpr int nc_of<num_compute_wgs_t<N>> = N;
-template <class T>
-inline constexpr int mem_regs_of = 0;
-template <int R>
-inline constexpr int mem_regs_of<memory_registers_t<R>> = R;
-template <class T>
-inline constexpr int mem_idx_of = -1;
-template <int I>
-inline constexpr int mem_idx_of<memory_thread_idx_t<I>> = I;
-
-template <class... Opts>
-inline constexpr int ws_option(std::initializer_list<long long> values, long long none) {
-  return static_cast<int>(detail::first_set(values, none));
-}
-
 TP_HD inline no_carry pick_context() { return {}; }
 template <class F, class... Rest>
 TP_HD auto pick_context(compute_context_t<F> c, Rest...) {
@@ -727,22 +416,85 @@ TP_HD auto pick_context(First, Rest... rest) {
 
 }  // namespace pipeline_detail
 
+struct warp_specialization_tag;
+
+/// How a CTA is split for warp-specialised pipelines, stated once and used by everything
+/// that depends on it: NumCompute compute warpgroups and one memory warpgroup (MemoryIdx,
+/// default the last) that keeps MemoryRegs registers per thread (setmaxnreg.dec; the
+/// compute warpgroups get the rest, checked by register_split).
+///     static constexpr tp::warp_specialization<2, 40> ws{};   // in the kernel struct
+///     static constexpr int num_threads = ws.num_threads;
+///     const int c = ws.compute_index(k);
+///     tp::emit_pipeline_warp_specialized(body, grid, ins, outs, ws, tp::max_concurrent_steps<4>);
+///     tp::warp_specialized_for(ws, k, first, end, stride, f);
+/// It is an option of emit_pipeline_warp_specialized; tp::num_compute_wgs<n>,
+/// tp::memory_registers<r> and tp::memory_thread_idx<i> (Pallas' names) state the same
+/// one by one.
+template <int NumCompute, int MemoryRegs, int MemoryIdx = NumCompute>
+struct warp_specialization {
+  using tag = warp_specialization_tag;
+  static constexpr int compute_wgs = NumCompute;
+  static constexpr int memory_registers = MemoryRegs;
+  static constexpr int memory_thread = MemoryIdx;
+  static constexpr int num_threads = NumCompute + 1;  // warpgroups of the CTA
+  using registers = register_split<NumCompute, MemoryRegs>;
+  static_assert(MemoryIdx >= 0 && MemoryIdx <= NumCompute,
+                "tilepipe: memory_thread_idx is out of range: the CTA has num_compute_wgs + 1 warpgroups");
+
+  /// Whether the calling warpgroup is the memory warpgroup.
+  TP_HD static bool is_memory(const kernel_context& k) { return k.thread_index() == MemoryIdx; }
+  /// The calling warpgroup's index among the compute warpgroups (0 .. NumCompute - 1).
+  TP_HD static int compute_index(const kernel_context& k) {
+    const int wg = k.thread_index();
+    return wg < MemoryIdx ? wg : wg - 1;
+  }
+};
+
+namespace pipeline_detail {
+/// The first warp_specialization among Opts (void if none).
+template <class... Opts>
+struct split_of {
+  using type = void;
+};
+template <class First, class... Rest>
+struct split_of<First, Rest...> {
+  using type = std::conditional_t<std::is_same_v<typename detail::tag_of<First>::type, warp_specialization_tag>, First,
+                                  typename split_of<Rest...>::type>;
+};
+
+/// The warp split of a pipeline's options: a warp_specialization, or the one-by-one options.
+template <class... Opts>
+constexpr auto split_option() {
+  using bundle = typename split_of<Opts...>::type;
+  constexpr int nc = option_v<num_compute_wgs_tag, 0, Opts...>;
+  constexpr int regs = option_v<memory_registers_tag, 0, Opts...>;
+  if constexpr (!std::is_void_v<bundle>) {
+    static_assert((nc == 0 || nc == bundle::compute_wgs) && (regs == 0 || regs == bundle::memory_registers),
+                  "tilepipe: num_compute_wgs / memory_registers disagree with the pipeline's warp_specialization");
+    return bundle{};
+  } else {
+    static_assert(nc > 0, "tilepipe: emit_pipeline_warp_specialized needs tp::warp_specialization<n, r> (or "
+                          "tp::num_compute_wgs<n>)");
+    static_assert(regs > 0, "tilepipe: emit_pipeline_warp_specialized needs tp::warp_specialization<n, r> (or "
+                            "tp::memory_registers<r>; 40 is typical)");
+    return warp_specialization<nc, regs, option_v<memory_thread_idx_tag, nc, Opts...>>{};
+  }
+}
+}  // namespace pipeline_detail
+
 /// Builds a warp-specialised pipeline; see the top of this file. Options:
-/// tp::num_compute_wgs<n> and tp::memory_registers<r> (required), tp::memory_thread_idx<i>,
-/// tp::max_concurrent_steps<n> (default 2), tp::delay_release<d>, tp::manual_consumed_barriers,
-/// tp::compute_context(fn).
+/// tp::warp_specialization<n, r[, i]> (or tp::num_compute_wgs<n>, tp::memory_registers<r>,
+/// tp::memory_thread_idx<i>), tp::max_concurrent_steps<n> (default 2), tp::delay_release<d>,
+/// tp::manual_consumed_barriers, tp::compute_context(fn).
 template <class Body, int... E, class... Ins, class... Outs, class... Opts>
 TP_HD auto emit_pipeline_warp_specialized(Body body, grid_t<E...> grid, in_specs_t<Ins...> ins, out_specs_t<Outs...> outs,
                                           Opts... opts) {
   using namespace pipeline_detail;
-  constexpr int nc = ws_option<Opts...>({nc_of<Opts>...}, 0);
-  constexpr int mem_regs = ws_option<Opts...>({mem_regs_of<Opts>...}, 0);
-  static_assert(nc > 0, "tilepipe: emit_pipeline_warp_specialized needs tp::num_compute_wgs<n>");
-  static_assert(mem_regs > 0, "tilepipe: emit_pipeline_warp_specialized needs tp::memory_registers<r> (40 is typical)");
-  constexpr int mem_idx = ws_option<Opts...>({mem_idx_of<Opts>...}, -1) >= 0 ? ws_option<Opts...>({mem_idx_of<Opts>...}, -1) : nc;
-  constexpr int mcs = mcs_option<Opts...> ? mcs_option<Opts...> : 2;
-  constexpr int delay = delay_option<Opts...> >= 0 ? delay_option<Opts...> : 0;
-  constexpr bool manual = (std::is_same_v<Opts, manual_consumed_barriers_t> || ...);
+  using split = decltype(split_option<Opts...>());
+  constexpr int nc = split::compute_wgs, mem_regs = split::memory_registers, mem_idx = split::memory_thread;
+  constexpr int mcs = option_v<max_concurrent_steps_tag, 2, Opts...>;
+  constexpr int delay = option_v<delay_release_tag, 0, Opts...>;
+  constexpr bool manual = option_v<manual_consumed_barriers_tag, false, Opts...>;
   auto ctx = pick_context(opts...);
   constexpr bool fits = index_maps_fit<grid_t<E...>::rank>(static_cast<cuda::std::tuple<Ins...>*>(nullptr),
                                                            static_cast<cuda::std::tuple<Outs...>*>(nullptr));
@@ -754,13 +506,14 @@ TP_HD auto emit_pipeline_warp_specialized(Body body, grid_t<E...> grid, in_specs
 }
 
 /// Runs f(item, state, role) for item = first, first + stride, ... < end (a persistent loop
-/// over tiles) with the warp-specialised register split: the memory warpgroup runs the
-/// loop with memory_role_t, the compute warpgroups with compute_role_t, each after one
-/// setmaxnreg, and the registers are given back afterwards. `state` is the position of the
-/// item's pipeline in the chain (start, steady..., stop; only for a single item).
-template <int NumCompute, int MemoryRegs, int MemoryIdx = NumCompute, class F>
-TP_HD void warp_specialized_for(const kernel_context& k, int first, int end, int stride, F&& f) {
-  using regs = register_split<NumCompute, MemoryRegs>;
+/// over tiles) with the warp-specialised register split of `split`: the memory warpgroup
+/// runs the loop with memory_role_t, the compute warpgroups with compute_role_t, each after
+/// one setmaxnreg, and the registers are given back afterwards. `state` is the position of
+/// the item's pipeline in the chain (start, steady..., stop; only for a single item).
+template <int NumCompute, int MemoryRegs, int MemoryIdx, class F>
+TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, MemoryIdx> split, const kernel_context& k,
+                                int first, int end, int stride, F&& f) {
+  using regs = typename decltype(split)::registers;
   auto loop = [&](auto role) {
     for (int item = first; item < end; item += stride) {
       const bool is_first = item == first, is_last = item + stride >= end;
@@ -771,7 +524,7 @@ TP_HD void warp_specialized_for(const kernel_context& k, int first, int end, int
       f(item, state, role);
     }
   };
-  if (k.thread_index() == MemoryIdx) {
+  if (split.is_memory(k)) {
     prim::setmaxnreg_dec<regs::memory>();
     loop(memory_role_t{});
     prim::setmaxnreg_inc<regs::launch_cap>();
@@ -780,12 +533,6 @@ TP_HD void warp_specialized_for(const kernel_context& k, int first, int end, int
     loop(compute_role_t{});
     prim::setmaxnreg_dec<regs::launch_cap>();
   }
-}
-
-/// The index of the calling warpgroup among the compute warpgroups (0 .. num_compute_wgs - 1).
-TP_HD inline int compute_index(const kernel_context& k, int memory_thread_idx) {
-  const int wg = k.thread_index();
-  return wg < memory_thread_idx ? wg : wg - 1;
 }
 
 }  // namespace tilepipe
