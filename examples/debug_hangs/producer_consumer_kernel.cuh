@@ -52,7 +52,7 @@ struct producer_consumer_kernel {
 
   int blocks;  // x and y are (32 * blocks) x 64
 
-  TP_HD void operator()(tp::kernel_context& k, tp::gmem<T, 2, tile_t> x, tp::gmem<T, 2, tile_t> y, view in0, view in1,
+  TP_HD void operator()(tp::kernel_context& ctx, tp::gmem<T, 2, tile_t> x, tp::gmem<T, 2, tile_t> y, view in0, view in1,
                         view out0, view out1, tp::barriers<2> ready, tp::barriers<2> consumed) const {
     tp::name_barriers(ready, "ready");
     tp::name_barriers(consumed, "consumed");
@@ -60,7 +60,7 @@ struct producer_consumer_kernel {
     tp::name_buffer(in1, "in", 1);
     tp::name_buffer(out0, "out", 0);
     tp::name_buffer(out1, "out", 1);
-    if (k.thread_index() == 0) produce(x, in0, in1, ready, consumed);
+    if (ctx.thread_index() == 0) produce(x, in0, in1, ready, consumed);
     else consume(y, in0, in1, out0, out1, ready, consumed);
   }
 

@@ -25,10 +25,10 @@ struct matmul_kernel {
 
   int tiles_m, tiles_n, k_steps, group;
 
-  TP_HD void operator()(tp::kernel_context& k, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
+  TP_HD void operator()(tp::kernel_context& ctx, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
                         tp::gmem<T, 2, c_tile> c) const {
-    const tp::tile_coord t = tp::grouped_tile_order(k.axis_index(0), tiles_m, tiles_n, group);
-    const int wg = k.thread_index();
+    const tp::tile_coord t = tp::grouped_tile_order(ctx.axis_index(0), tiles_m, tiles_n, group);
+    const int wg = ctx.thread_index();
 
     tp::accumulator<WM, BN> acc = tp::zeros<float, WM, BN>();
     auto step = [&](auto, auto a_smem, auto b_smem) {
@@ -40,26 +40,29 @@ struct matmul_kernel {
       tp::wgmma_wait<1>();  // keep one group in flight: the previous step's is done
     };
     const int m = t.m, n = t.n;
-    auto b_index = [=](auto kk) {
-      if constexpr (BL == b_layout::row_major) return tp::idx(kk, n);
-      else return tp::idx(n, kk);
+    auto b_index = [=](auto k) {
+      if constexpr (BL == b_layout::row_major) return tp::idx(k, n);
+      else return tp::idx(n, k);
     };
-    tp::emit_pipeline(step, tp::grid(k_steps),
-                      tp::in_specs(tp::spec<a_tile>([=](auto kk) { return tp::idx(m, kk); }, tp::delay_release<1>),
-                                   tp::spec<b_tile>(b_index, tp::delay_release<1>)),
-                      tp::max_concurrent_steps<Stages>)(k, a, b);
+    auto pipe = tp::emit_pipeline(step, tp::grid(k_steps),
+                                  tp::in_specs(tp::spec<a_tile>([=](auto k) { return tp::idx(m, k); }, tp::delay_release<1>),
+                                               tp::spec<b_tile>(b_index, tp::delay_release<1>)),
+                                  tp::max_concurrent_steps<Stages>);
+    static_assert(decltype(pipe)::template smem_bytes<decltype(a), decltype(b)> <= smem_bytes);
+    pipe(ctx, a, b);
     tp::wgmma_wait<0>(acc);
 
     // Epilogue: registers -> swizzled SMEM -> TMA store (clipped at the matrix edge).
-    auto c_smem = k.alloc_per_thread<tp::smem<T, c_tile>>();
+    auto c_smem = ctx.alloc_per_thread<tp::smem<T, c_tile>>();
     tp::store(c_smem, acc);
     tp::commit_smem();
     tp::copy_smem_to_gmem(c_smem, c, tp::idx(t.m * WGs + wg, t.n));
     tp::wait_smem_to_gmem<0>();
   }
 
-  /// Shared memory per CTA: the pipeline's slots and barriers, which the epilogue's C tiles
-  /// reuse once the pipeline has ended. Asking for no more lets small tiles share an SM.
+  /// Shared memory per CTA: the pipeline's slots and barriers (checked against the
+  /// pipeline's own count above), which the epilogue's C tiles reuse once the pipeline has
+  /// ended. Asking for no more lets small tiles share an SM.
   static constexpr std::size_t pipeline_bytes = Stages * (BM * BK + BK * BN) * sizeof(T) + 2 * 1024;
   static constexpr std::size_t epilogue_bytes = WGs * WM * BN * sizeof(T);
   static constexpr std::size_t smem_bytes = pipeline_bytes > epilogue_bytes ? pipeline_bytes : epilogue_bytes;

@@ -40,8 +40,9 @@ struct bias_relu_epilogue {
 template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue,
           int BK = 64, int Cluster = 1>
 struct matmul_ws_kernel {
-  static constexpr int compute_wgs = 2;
-  static constexpr int num_threads = compute_wgs + 1;          // the memory warpgroup is the last
+  static constexpr tp::warp_specialization<2, 40> ws{};       // 2 compute warpgroups, the memory one last
+  static constexpr int num_threads = ws.num_threads;
+  static constexpr int compute_wgs = ws.compute_wgs;
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
   static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
@@ -60,7 +61,7 @@ struct matmul_ws_kernel {
 
   TP_HD void operator()(tp::kernel_context& ctx, tp::gmem<T, 2, a_tile> a, tp::gmem<T, 2, b_tile> b,
                         tp::gmem<TC, 2, c_tile> c) const {
-    const int ci = tp::compute_index(ctx, compute_wgs);
+    const int ci = ws.compute_index(ctx);
     const int rank = ctx.cluster_rank(), worker = ctx.axis_index(0) / Cluster, workers = ctx.axis_size(0) / Cluster;
     const int a_row_blocks = static_cast<int>((a.shape[0] + BM - 1) / BM);
     auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
@@ -106,9 +107,12 @@ struct matmul_ws_kernel {
           step, tp::grid(u.k_end - u.k_begin),
           tp::in_specs(tp::spec<a_tile>(a_map, tp::delay_release<1>),
                        tp::spec<b_tile>(b_map, tp::delay_release<1>, tp::multicast<Cluster>)),
-          tp::out_specs(), tp::num_compute_wgs<compute_wgs>, tp::memory_registers<40>,
-          tp::max_concurrent_steps<Stages>, context);
+          tp::out_specs(), ws, tp::max_concurrent_steps<Stages>, context);
     };
+    using pipeline = decltype(tile_pipeline(tp::work_tile{}));
+    static_assert(tp::diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(a), decltype(b)> +
+                                                       2 * compute_wgs * c_view::bytes,
+                                                   tp::smem_capacity>::ok);
 
     auto alloc = tile_pipeline({{0, 0}, 0, sched.steps, false, 0}).get_allocations(ctx, a, b);
     unsigned char* bufs = ctx.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
@@ -119,19 +123,14 @@ struct matmul_ws_kernel {
     // outside C, and TMA drops them.
     const auto work = sched.worker(worker, workers);
     if (work.streams()) partials.require(partial_slots(workers * Cluster), partial_floats);
-    tp::warp_specialized_for<compute_wgs, 40>(ctx, 0, work.size(), 1, [&](int j, tp::pipeline_state state, auto role) {
+    tp::warp_specialized_for(ws, ctx, 0, work.size(), 1, [&](int j, tp::pipeline_state state, auto role) {
       tp::work_tile u = work[j];
       u.tile.m = u.tile.m * Cluster + rank;
       tile_pipeline(u)(ctx, alloc, state, role, a, b);
     });
-    if (ctx.thread_index() != compute_wgs) tp::wait_smem_to_gmem<0>();  // the last tile's stores
+    if (!ws.is_memory(ctx)) tp::wait_smem_to_gmem<0>();  // the last tile's stores
     if constexpr (Cluster > 1) ctx.cluster_sync();  // no CTA leaves while its peers multicast into it
   }
-
-  /// Shared memory: the pipeline's slots and barriers, then the epilogue buffers.
-  static constexpr std::size_t smem_bytes =
-      Stages * (BM * BK + BK * BN) * sizeof(T) + 2 * 1024 + 2 * compute_wgs * c_view::bytes;
-  static_assert(tp::diagnostic::smem_over_budget<smem_bytes, tp::smem_capacity>::ok);
 
   /// Partial-sum slots a grid of `ctas` CTAs needs.
   static constexpr int partial_slots(int ctas) { return ctas * compute_wgs; }
@@ -155,6 +154,8 @@ struct matmul_ws_kernel {
     const int tiles = sched.order.tiles() * Cluster;
     const bool streams = sched.plan(sms / Cluster).streams();
     if (streams) partials.require(partial_slots(sms / Cluster * Cluster), partial_floats);
-    return {.grid = {tiles < sms && !streams ? tiles : sms / Cluster * Cluster}, .smem_bytes = smem_bytes, .cluster = Cluster};
+    // One CTA per SM: it gets all the shared memory (the pipeline and the epilogue buffers
+    // fit: checked in operator() from the pipeline's smem_bytes).
+    return {.grid = {tiles < sms && !streams ? tiles : sms / Cluster * Cluster}, .cluster = Cluster};
   }
 };

@@ -33,8 +33,8 @@ struct softmax_kernel {
     tp::row_vector<64> m, l;
   };
 
-  TP_HD void operator()(tp::kernel_context& k, tp::gmem<tp::bf16, 2, x_tile> x, tp::gmem<tp::bf16, 2, x_tile> y) const {
-    const int row_block = k.axis_index(0), wg = k.thread_index(), n = cols;
+  TP_HD void operator()(tp::kernel_context& ctx, tp::gmem<tp::bf16, 2, x_tile> x, tp::gmem<tp::bf16, 2, x_tile> y) const {
+    const int row_block = ctx.axis_index(0), wg = ctx.thread_index(), n = cols;
     // x * log2(e) for this warpgroup's rows of the column block the step `at` reads;
     // columns past the end of the row are -inf.
     auto scaled_block = [=](tp::index<1> at, auto x_smem) {
@@ -52,17 +52,19 @@ struct softmax_kernel {
       return stats{m, st.l * tp::exp2(st.m - m) + tp::row_sum(tp::exp2(s - m))};
     };
     const stats start{tp::full<tp::row_vector<64>>(-INFINITY), tp::full<tp::row_vector<64>>(0.0f)};
-    const stats st = tp::emit_pipeline(statistics, tp::grid(col_blocks), tp::in_specs(in_spec))(k, tp::carry(start), x);
+    const stats st = tp::emit_pipeline(statistics, tp::grid(col_blocks), tp::in_specs(in_spec))(ctx, tp::carry(start), x);
 
     const auto inv_l = 1.0f / st.l;
     auto output = [=](tp::index<1> at, auto x_smem, auto y_smem) {
       tp::store(tp::rows<64>(y_smem, 64 * wg), tp::exp2(scaled_block(at, x_smem) - st.m) * inv_l);
     };
-    tp::emit_pipeline(output, tp::grid(col_blocks), tp::in_specs(in_spec), tp::out_specs(out_spec))(k, x, y);
+    auto writer = tp::emit_pipeline(output, tp::grid(col_blocks), tp::in_specs(in_spec), tp::out_specs(out_spec));
+    static_assert(decltype(writer)::template smem_bytes<decltype(x), decltype(y)> <= smem_bytes);
+    writer(ctx, x, y);
   }
 
   /// Dynamic SMEM per CTA: the second pipeline's input and output slots and its barriers
-  /// (the first needs less), so that small configurations share an SM.
+  /// (checked above; the first needs less), so that small configurations share an SM.
   static constexpr std::size_t smem_bytes = (InSlots + OutSlots) * BR * BC * sizeof(tp::bf16) + 1024;
 
   /// The kernel for a rows x cols tensor: one CTA per block of BR rows.

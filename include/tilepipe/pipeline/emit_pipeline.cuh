@@ -86,20 +86,11 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
   /// The shared memory the pipeline allocates while it runs over GMEM refs of types G...
   /// (inputs, then outputs): its slots and barriers.
   template <class... G>
-  static constexpr std::uint32_t smem_bytes = [] {
-    using refs = cuda::std::tuple<G...>;
-    static_assert(sizeof...(G) == sizeof...(Ins) + sizeof...(Outs),
-                  "tilepipe: smem_bytes<G...> takes one GMEM ref type per in_spec and per out_spec, inputs first");
-    return []<std::size_t... I, std::size_t... J>(cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) {
-      return (0u + ... + decltype(make_operand<Ins, cuda::std::tuple_element_t<I, refs>, Grid, MCS, Delay, true>(
-                             std::declval<const Ins&>(), std::declval<const cuda::std::tuple_element_t<I, refs>&>()))::
-                             allocation_bytes) +
-             (0u + ... + decltype(make_operand<Outs, cuda::std::tuple_element_t<sizeof...(Ins) + J, refs>, Grid, MCS, Delay,
-                                               false>(std::declval<const Outs&>(),
-                                                      std::declval<const cuda::std::tuple_element_t<sizeof...(Ins) + J, refs>&>()))::
-                             allocation_bytes);
-    }(cuda::std::index_sequence_for<Ins...>{}, cuda::std::index_sequence_for<Outs...>{});
-  }();
+  static constexpr std::uint32_t smem_bytes =
+      allocation_sum<decltype(std::declval<const pipeline&>().make_inputs(
+          std::declval<const cuda::std::tuple<const G&...>&>(), cuda::std::index_sequence_for<Ins...>{}))>::value +
+      allocation_sum<decltype(std::declval<const pipeline&>().make_outputs(
+          std::declval<const cuda::std::tuple<const G&...>&>(), cuda::std::index_sequence_for<Outs...>{}))>::value;
 
   /// Runs the pipeline over the GMEM refs of the inputs, then of the outputs.
   template <class... G>

@@ -41,6 +41,14 @@ TP_HD constexpr std::uint32_t round_up(std::uint32_t x, std::size_t a) {
 /// The slot after s in a ring of n (a compare, not a signed modulo: it runs every step).
 TP_HD constexpr int next_slot(int s, int n) { return s + 1 == n ? 0 : s + 1; }
 
+/// The shared memory a tuple of operands allocates.
+template <class Tuple>
+struct allocation_sum;
+template <class... Ops>
+struct allocation_sum<cuda::std::tuple<Ops...>> {
+  static constexpr std::uint32_t value = (0u + ... + Ops::allocation_bytes);
+};
+
 /// The most slots and the longest release delay among a pipeline's input operands.
 template <class Tuple>
 struct input_maxima;
@@ -556,7 +564,7 @@ struct gmem_operand {
 
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>
 TP_HD auto make_operand(const Spec& spec, const Gmem& gmem) {
-  if constexpr (Spec::in_smem) return smem_operand<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput>{&spec, &gmem};
+  if constexpr (Spec::in_smem) return smem_operand<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput>{{}, &spec, &gmem};
   else return gmem_operand<Gmem>{&gmem};
 }
 

@@ -139,9 +139,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     using a = decltype(std::declval<const ws_pipeline&>().make_allocations(
         std::declval<cuda::std::tuple<const G&...>>(), cuda::std::index_sequence_for<Ins...>{},
         cuda::std::index_sequence_for<Outs...>{}));
-    return []<class... In, class... Out>(cuda::std::tuple<In...>*, cuda::std::tuple<Out...>*) {
-      return (0u + ... + In::allocation_bytes) + (0u + ... + Out::allocation_bytes);
-    }(static_cast<typename a::in_tuple*>(nullptr), static_cast<typename a::out_tuple*>(nullptr));
+    return allocation_sum<typename a::in_tuple>::value + allocation_sum<typename a::out_tuple>::value;
   }();
 
   /// The SMEM and barriers of the pipeline, allocated and initialised once by all
