@@ -97,20 +97,7 @@ double run_softmax(const tp::device& dev, long long rows, long long cols) {
   x.stride = y.stride = {stride, 1};
   const auto kern = kernel::make(rows, cols);
   tp::kernel(kern, kern.config())(dev, x, y);
-  const auto hy = y_rows.to_host();
-  std::vector<T> out;
-  std::vector<double> ref;
-  for (long long r = 0; r < rows; ++r) {
-    const T* xr = &hx[r * stride];
-    double m = -INFINITY, l = 0;
-    for (long long c = 0; c < cols; ++c) m = std::max<double>(m, tp::to_float(xr[c]));
-    for (long long c = 0; c < cols; ++c) l += std::exp(tp::to_float(xr[c]) - m);
-    for (long long c = 0; c < cols; ++c) {
-      out.push_back(hy[r * stride + c]);
-      ref.push_back(std::exp(tp::to_float(xr[c]) - m) / l);
-    }
-  }
-  return test::rel_error(out, ref);
+  return test::softmax_error(hx, y_rows.to_host(), rows, cols, stride);
 }
 
 TEST(ExamplesInterpreted, SoftmaxRunsCleanInEveryCopyMode) {

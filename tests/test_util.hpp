@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -45,6 +46,26 @@ double rel_error(const std::vector<T>& out, const std::vector<double>& ref) {
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+/// The error of a row softmax y of x (both rows x cols inside rows of `stride` elements)
+/// against a float64 softmax of x.
+template <class T>
+double softmax_error(const std::vector<T>& x, const std::vector<T>& y, long long rows, long long cols,
+                     long long stride) {
+  std::vector<T> out;
+  std::vector<double> ref;
+  for (long long r = 0; r < rows; ++r) {
+    const T* xr = &x[r * stride];
+    double m = -INFINITY, l = 0;
+    for (long long c = 0; c < cols; ++c) m = std::max<double>(m, tp::to_float(xr[c]));
+    for (long long c = 0; c < cols; ++c) l += std::exp(tp::to_float(xr[c]) - m);
+    for (long long c = 0; c < cols; ++c) {
+      out.push_back(y[r * stride + c]);
+      ref.push_back(std::exp(tp::to_float(xr[c]) - m) / l);
+    }
+  }
+  return rel_error(out, ref);
 }
 
 /// Runs f and returns the text of the tilepipe::error it throws ("" if none).
