@@ -108,3 +108,12 @@ TEST(Errors, UnknownAxisNameAndSliceOverhang) {
   expect_error([&] { tp::kernel(named_axis_kernel{}, {.grid = {2}, .grid_names = {"a", "b"}})(test::dev(), x); },
                {"2 grid names for a grid of 1 axes"});
 }
+
+TEST(Errors, ProfilerWithoutTheProfileBuild) {
+  // This file is built without TILEPIPE_PROFILE: its kernels record nothing, so binding a
+  // profiler to a launch is a mistake to report, not an empty trace.
+  tp::tensor<float, 2> x(test::dev(), {64, 32}), y(test::dev(), {64, 32});
+  tp::profiler prof(test::dev());
+  expect_error([&] { tp::kernel(copy_kernel{}, {.profile = &prof})(test::dev(), x, y); },
+               {"launch option profile", "built without TILEPIPE_PROFILE"});
+}

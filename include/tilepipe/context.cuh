@@ -6,6 +6,7 @@
 #include "backend/primitives.cuh"
 #include "core/config.cuh"
 #include "core/error.cuh"
+#include "core/profile_format.cuh"
 
 namespace tilepipe {
 
@@ -19,12 +20,33 @@ struct grid_info {
   char names[max_grid_rank][max_axis_name] = {};
   int num_warpgroups = 1;
   failure_channel failure;  // where failed checks report on the GPU
+#if TP_PROFILE
+  profile_buffer profile;  // where the profiler's events go (null: nowhere)
+#endif
+
+  /// The launch's profile buffer (none without TILEPIPE_PROFILE).
+  TP_HD profile_buffer profile_target() const {
+#if TP_PROFILE
+    return profile;
+#else
+    return {};
+#endif
+  }
+  /// Binds the launch to a profile buffer; false if this build does not record events.
+  bool set_profile_target([[maybe_unused]] profile_buffer b) {
+#if TP_PROFILE
+    profile = b;
+    return true;
+#else
+    return false;
+#endif
+  }
 };
 
 class kernel_context {
  public:
   TP_HD kernel_context(const grid_info& g, const int (&cta)[max_grid_rank])
-      : grid_(&g), smem_(prim::dynamic_smem()), smem_size_(prim::dynamic_smem_size()) {
+      : grid_(&g), smem_(prim::dynamic_smem()), smem_size_(prim::dynamic_smem_size() - profile_smem_reserve) {
     for (int a = 0; a < max_grid_rank; ++a) cta_[a] = cta[a];
   }
 

@@ -3,6 +3,7 @@
 
 #include "host/device.cuh"
 #include "host/launch.cuh"
+#include "host/profiler.cuh"
 #include "host/tensor.cuh"
 #include "host/tensor_map.cuh"
 #include "host/timing.cuh"

@@ -13,6 +13,7 @@
 #include "core/register_budget.cuh"
 #include "core/static_for.cuh"
 #include "kernel.cuh"
+#include "profile.cuh"
 #include "ops/copy.cuh"
 #include "ops/fragment.cuh"
 #include "ops/map.cuh"

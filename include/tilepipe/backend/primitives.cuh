@@ -206,6 +206,15 @@ TP_HD TP_FORCEINLINE long long annotate_step(long long step);
 /// the interpreter's launch option no_pipelining.
 TP_HD TP_FORCEINLINE bool no_pipelining();
 
+// ---- profiler clocks -------------------------------------------------------------------
+/// The clock events are stamped with: the SM's cycle counter on the GPU; in the
+/// interpreter a logical clock of the CTA that advances by one at every call.
+TP_HD TP_FORCEINLINE std::uint64_t profile_clock();
+/// Nanoseconds on a clock shared by all SMs (%globaltimer); the interpreter's logical clock.
+TP_HD TP_FORCEINLINE std::uint64_t global_timer();
+/// The SM the CTA runs on; in the interpreter, the CTA's place in the order CTAs ran.
+TP_HD TP_FORCEINLINE int sm_id();
+
 // ---- registers and math ----------------------------------------------------------------
 /// Raises / lowers the calling warpgroup's register budget to Regs per thread (setmaxnreg).
 template <int Regs>

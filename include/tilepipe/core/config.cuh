@@ -60,6 +60,14 @@
 #  define TP_FAIL(...) ::tilepipe::detail::throw_formatted(__VA_ARGS__)
 #endif
 
+/// The in-kernel profiler (profile.cuh): define TILEPIPE_PROFILE before including tilepipe
+/// to record pipeline events; without it every recording call compiles to nothing.
+#if defined(TILEPIPE_PROFILE)
+#  define TP_PROFILE 1
+#else
+#  define TP_PROFILE 0
+#endif
+
 namespace tilepipe {
 
 /// Threads in one warpgroup: the unit that runs a tilepipe kernel "thread" (as in Pallas).
@@ -72,5 +80,7 @@ inline constexpr std::size_t smem_alignment = 1024;
 inline constexpr int max_warpgroups = 4;
 /// Whether this pass makes the checks of TP_DEBUG_CHECKS.
 inline constexpr bool debug_checks = TP_DEBUG_CHECKS;
+/// Whether this translation unit records profile events (TILEPIPE_PROFILE).
+inline constexpr bool profiling = TP_PROFILE;
 
 }  // namespace tilepipe

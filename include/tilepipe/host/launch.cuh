@@ -15,7 +15,9 @@
 #include "../backend/interpret/grid_runner.hpp"
 #include "../context.cuh"
 #include "../core/refs.cuh"
+#include "../profile.cuh"
 #include "device.cuh"
+#include "profiler.cuh"
 #include "tensor.cuh"
 #include "tensor_map.cuh"
 
@@ -42,6 +44,7 @@ struct launch_config {
   std::size_t smem_bytes = 0;           // dynamic SMEM per CTA; 0 = the device maximum (227 KB)
   int cluster = 1;                      // CTAs per thread-block cluster, along axis 0 (1, 2, 4 or 8)
   void* stream = nullptr;               // cudaStream_t for GPU launches
+  profiler* profile = nullptr;          // records the launch's events (needs TILEPIPE_PROFILE)
 };
 
 /// An output the launch allocates (poisoned with NaN) and returns.
@@ -149,11 +152,13 @@ TP_HD auto bind_one(const KP& p, kernel_context& ctx, cuda::std::tuple<P...>*) {
 template <class K, class KP, std::size_t... I>
 TP_HD void run_cta(const KP& p, const int (&cta)[max_grid_rank], cuda::std::index_sequence<I...>) {
   kernel_context ctx(p.grid, cta);
+  profile_detail::start(p.grid.profile_target(), cta, p.grid.extent, p.grid.num_warpgroups);
   using params = decltype(p.args);
   auto args = cuda::std::make_tuple(bind_one<I>(p, ctx, static_cast<std::remove_cvref_t<params>*>(nullptr))...);
   if (ctx.cta_leader()) prim::fence_barrier_init();
   ctx.sync_threads();
   cuda::std::apply([&](auto&... a) { p.kernel(ctx, a...); }, args);
+  profile_detail::finish();
 }
 
 #if TP_HAS_CUDA_COMPILER
@@ -391,6 +396,12 @@ class kernel_launcher {
     p->kernel = k_;
     fill_grid(p->grid);
     fill_params(*p, gpu, cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{}, args...);
+    if (cfg_.profile) {
+      const long long ctas = 1ll * p->grid.extent[0] * p->grid.extent[1] * p->grid.extent[2];
+      if (!p->grid.set_profile_target(cfg_.profile->prepare(gpu, ctas, p->grid.num_warpgroups, launch_detail::kernel_name<K>())))
+        throw error("tilepipe: launch option profile: this translation unit was built without TILEPIPE_PROFILE, so its "
+                    "kernels record no events; define TILEPIPE_PROFILE before including tilepipe");
+    }
     const std::size_t smem = smem_bytes();
     if (smem > smem_capacity)
       detail::throw_formatted("launch asks for %zu bytes of shared memory per CTA; sm_90 allows %zu", smem, smem_capacity);

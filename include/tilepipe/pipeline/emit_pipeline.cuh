@@ -28,6 +28,7 @@
 #include "../context.cuh"
 #include "../core/block_spec.cuh"
 #include "../core/grid.cuh"
+#include "../profile.cuh"
 #include "operands.cuh"
 
 #include <cuda/std/tuple>
@@ -144,7 +145,9 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(grid_, at, s, leader); });
       if (new_output) sync_all();  // nobody writes a slot before its old store has read it
 
+      profile_begin(profile_kind::body, -1, s);
       carry = call_body(at, ins, outs, carry);
+      profile_end(profile_kind::body, -1, s);
 
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
@@ -176,8 +179,16 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // Epilogue: the stores must have landed before the pipeline's outputs are used, and
     // the wgmma groups a delayed release left in flight must be done with the slots
     // before the slots' memory is handed to anything else.
-    if (leader) prim::bulk_wait<0>();
-    if constexpr (max_delay > 0) prim::wgmma_wait<0>();
+    if (leader) {
+      profile_begin(profile_kind::wait_store);
+      prim::bulk_wait<0>();
+      profile_end(profile_kind::wait_store);
+    }
+    if constexpr (max_delay > 0) {
+      profile_begin(profile_kind::wgmma_wait);
+      prim::wgmma_wait<0>();
+      profile_end(profile_kind::wgmma_wait);
+    }
     sync_all();
     if (leader) for_each(ins, [&](auto& op, int) { op.inval_barriers(); });
     prim::annotate_step(outer_step);

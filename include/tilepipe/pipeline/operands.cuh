@@ -16,6 +16,7 @@
 #include "../core/grid.cuh"
 #include "../core/refs.cuh"
 #include "../ops/copy.cuh"
+#include "../profile.cuh"
 
 namespace tilepipe {
 
@@ -231,7 +232,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     if (reader.slot >= 0 && b == last) return;
     last = b;
     reader.advance(slots);
+    profile_begin(profile_kind::wait_ready, operand, s);
     prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
+    profile_end(profile_kind::wait_ready, operand, s);
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -245,6 +248,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       const int f = filler.slot;
       prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
       issue_block_load<tile>(*gmem, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
+      profile_mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
       const std::uint32_t phase = filler.take_phase();
       if (prim::no_pipelining()) prim::mbarrier_wait(bar(f), phase, {f, fill_step});
     }
@@ -266,7 +270,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     reader.advance(slots);
     if (leader) {
       check_output_run(failure, spec->index_map, grid, b, s, operand);
+      profile_begin(profile_kind::wait_output, operand, s);
       prim::bulk_wait_read<slots - 1>();
+      profile_end(profile_kind::wait_output, operand, s);
       prim::poison(slot_ptr(reader.slot), layout::bytes);
     }
     prim::note_block(slot_ptr(reader.slot), b.v);
@@ -279,6 +285,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// leader: stores the current slot to the current block (after step s).
   TP_HD void store(long long s) const {
     issue_block_store<tile>(*gmem, last, slot_ptr(reader.slot), {"output", operand, s, failure});
+    profile_mark(profile_kind::store, profile_phase::instant, operand, s);
   }
 };
 
@@ -371,7 +378,11 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
       fill_last = b;
       filler.advance(slots);
       const int f = filler.slot;
-      if (filler.reused()) prim::mbarrier_wait(bars.empty + f, filler.take_phase());
+      if (filler.reused()) {
+        profile_begin(profile_kind::wait_consumed, operand, fill_step);
+        prim::mbarrier_wait(bars.empty + f, filler.take_phase());
+        profile_end(profile_kind::wait_consumed, operand, fill_step);
+      }
       if (prim::leader()) {
         prim::mbarrier_arrive_expect_tx(bars.full + f, layout::bytes);  // the whole block lands here
         const block_site site{"input", operand, fill_step, failure};
@@ -379,6 +390,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
           issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, prim::cluster_rank(), cluster, site);
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
+      profile_mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
     }
     grid.increment(fill_at);
     ++fill_step;
@@ -388,7 +400,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   TP_HD void drain() {
     for (int s = 0; s < slots; ++s)
       if ((filler.used >> s) & 1u) {
+        profile_begin(profile_kind::wait_consumed, operand);
         prim::mbarrier_wait(bars.empty + s, filler.take_phase(s));
+        profile_end(profile_kind::wait_consumed, operand);
         filler.used &= ~(1u << s);
       }
   }
@@ -401,7 +415,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     if (first_of_call || !(b == last)) {
       last = b;
       reader.advance(slots);
+      profile_begin(profile_kind::wait_ready, operand, s);
       prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
+      profile_end(profile_kind::wait_ready, operand, s);
     }
     return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
   }
@@ -414,13 +430,15 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     recent_slots[delay] = reader.slot;
     recent_ends[delay] = last_step || !(apply_index_map(spec.index_map, next) == last);
     if constexpr (!Manual)
-      if (s >= delay && recent_ends[0]) release(recent_slots[0]);
+      if (s >= delay && recent_ends[0]) release(recent_slots[0], s - delay);
   }
 
-  /// The compute warps are done with slot s: in every CTA of the cluster for a multicast block.
-  TP_HD void release(int s) const {
+  /// The compute warps are done with slot s, last read at `step`: in every CTA of the
+  /// cluster for a multicast block.
+  TP_HD void release(int s, long long step) const {
     if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, cluster);
     else prim::mbarrier_arrive_per_warp(empty_at + s);
+    profile_mark(profile_kind::release, profile_phase::instant, operand, step);
   }
 
   /// After the last step: releases the blocks of the last `delay` steps.
@@ -428,7 +446,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     if constexpr (!Manual)
 #pragma unroll
       for (int h = 1; h <= delay; ++h)
-        if (steps - (delay + 1 - h) >= 0 && recent_ends[h]) release(recent_slots[h]);
+        if (steps - (delay + 1 - h) >= 0 && recent_ends[h]) release(recent_slots[h], steps - (delay + 1 - h));
   }
 };
 
@@ -477,7 +495,11 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
     if (first_of_call || !(b == last)) {
       last = b;
       writer.advance(slots);
-      if (writer.reused()) prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
+      if (writer.reused()) {
+        profile_begin(profile_kind::wait_output, operand);
+        prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
+        profile_end(profile_kind::wait_output, operand);
+      }
       prim::note_block(slot_ptr(writer.slot), b.v);
     }
     return {reinterpret_cast<T*>(slot_ptr(writer.slot)), 0};
@@ -487,6 +509,7 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
     if (last_step || !(apply_index_map(spec.index_map, next) == last)) {
       prim::fence_proxy_async();  // the body's SMEM writes, before the TMA store reads them
       prim::mbarrier_arrive_per_warp(bars.full + writer.slot);
+      profile_mark(profile_kind::written, profile_phase::instant, operand);
     }
   }
 
@@ -503,8 +526,11 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
       storer.advance(slots);
     }
     if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
+    profile_begin(profile_kind::wait_written, operand, s);
     prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
+    profile_end(profile_kind::wait_written, operand, s);
     if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(storer.slot), {"output", operand, s, failure});
+    profile_mark(profile_kind::store, profile_phase::instant, operand, s);
     return true;
   }
 
@@ -514,7 +540,9 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   TP_HD void free_stored(bool stored_now) {
     if (!stored_now) return;
     if (InFlight == 0 || pending >= 0) {
+      profile_begin(profile_kind::wait_store, operand);
       if (prim::leader()) prim::bulk_wait_read<InFlight>();
+      profile_end(profile_kind::wait_store, operand);
       const int s = InFlight == 0 ? storer.slot : pending;
       if (prim::leader()) {
         prim::poison(slot_ptr(s), layout::bytes);
@@ -526,10 +554,12 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
 
   TP_HD void drain() {
     if (pending < 0) return;
+    profile_begin(profile_kind::wait_store, operand);
     if (prim::leader()) {
       prim::bulk_wait_read<0>();
       prim::mbarrier_arrive(bars.empty + pending);
     }
+    profile_end(profile_kind::wait_store, operand);
     pending = -1;
   }
 };

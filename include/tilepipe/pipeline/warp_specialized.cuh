@@ -38,6 +38,7 @@
 #include "../core/block_spec.cuh"
 #include "../core/register_budget.cuh"
 #include "../core/grid.cuh"
+#include "../profile.cuh"
 #include "emit_pipeline.cuh"
 #include "operands.cuh"
 
@@ -177,10 +178,12 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const auto refs = cuda::std::tie(gmem...);
     if (k.thread_index() == MemIdx) {
       prim::setmaxnreg_dec<regs::memory>();
+      profile_set_role(profile_role::memory);
       memory_role(a, refs, true);
       prim::setmaxnreg_inc<regs::launch_cap>();
     } else {
       prim::setmaxnreg_inc<regs::compute>();
+      profile_set_role(profile_role::compute, k.thread_index() < MemIdx ? k.thread_index() : k.thread_index() - 1);
       compute_role(a);
       prim::setmaxnreg_dec<regs::launch_cap>();
     }
@@ -298,10 +301,17 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       auto pipeline = [&](auto... init) {
         static_assert(sizeof...(init) <= 1, "tilepipe: the pipeline takes at most one initial carry");
         TP_REQUIRE(++calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
-        if constexpr (sizeof...(init) == 1) return compute_loop(a, init...);
-        else compute_loop(a, no_carry{});
+        if constexpr (sizeof...(init) == 1) {
+          auto carry = compute_loop(a, init...);
+          profile_begin(profile_kind::epilogue);  // the rest of the compute context
+          return carry;
+        } else {
+          compute_loop(a, no_carry{});
+          profile_begin(profile_kind::epilogue);
+        }
       };
       ctx_.fn(pipeline);
+      profile_end(profile_kind::epilogue);
       TP_REQUIRE(calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
     } else {
       compute_loop(a, no_carry{});
@@ -323,7 +333,11 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       at = next;
     }
     constexpr int max_delay = input_maxima<typename Alloc::in_tuple>::delay;
-    if constexpr (max_delay > 0) prim::wgmma_wait<0>();
+    if constexpr (max_delay > 0) {
+      profile_begin(profile_kind::wgmma_wait);
+      prim::wgmma_wait<0>();
+      profile_end(profile_kind::wgmma_wait);
+    }
     for_each(a.ins, [&](auto& op, int) { op.release_tail(steps); });
     prim::annotate_step(outer_step);
     return carry;
@@ -339,7 +353,9 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     auto tokens = cuda::std::make_tuple(consumed_token{
         cuda::std::get<I>(a.ins).bars.empty + cuda::std::get<I>(a.ins).reader.slot,
         last_step || !(apply_index_map(cuda::std::get<I>(ins_).index_map, next) == cuda::std::get<I>(a.ins).last)}...);
+    profile_begin(profile_kind::body, -1, s);
     C result = call_body(at, in_views, out_views, tokens, carry);
+    profile_end(profile_kind::body, -1, s);
     (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step), ...);
     (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s), ...);
     return result;
@@ -519,15 +535,19 @@ TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, Memo
                          : is_first          ? pipeline_state::start
                          : is_last           ? pipeline_state::stop
                                              : pipeline_state::steady;
+      profile_begin(profile_kind::tile, -1, item);
       f(item, state, role);
+      profile_end(profile_kind::tile, -1, item);
     }
   };
   if (split.is_memory(k)) {
     prim::setmaxnreg_dec<regs::memory>();
+    profile_set_role(profile_role::memory);
     loop(memory_role_t{});
     prim::setmaxnreg_inc<regs::launch_cap>();
   } else {
     prim::setmaxnreg_inc<regs::compute>();
+    profile_set_role(profile_role::compute, split.compute_index(k));
     loop(compute_role_t{});
     prim::setmaxnreg_dec<regs::launch_cap>();
   }

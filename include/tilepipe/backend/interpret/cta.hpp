@@ -133,6 +133,8 @@ class cta_state {
   /// The shared memory of the CTA of cluster rank `rank`.
   unsigned char* smem_of(int rank) const { return smem_ + rank * smem_stride; }
   const options& opts() const { return opt_; }
+  /// The cluster's place in the order the grid's clusters ran.
+  int number() const { return cta_number_; }
   race_detector* detector() const { return det_.get(); }
 
   /// Cluster rank of the CTA warpgroup wg (numbered across the cluster) belongs to, and
@@ -474,6 +476,7 @@ class cta_state {
   const std::string kernel_name;
   const std::string cta_name;
   const std::size_t smem_size;  // per CTA
+  std::uint64_t profile_tick = 0;  // the profiler's logical clock (prim::profile_clock)
   const int cluster_size;
   const int wgs_per_cta;
   const std::size_t smem_stride;

@@ -309,6 +309,12 @@ TP_HD TP_FORCEINLINE bool no_pipelining() {
 #endif
 }
 
+// ---- profiler clocks -------------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE std::uint64_t profile_clock() { return ++interpret::cta().profile_tick; }
+TP_HD TP_FORCEINLINE std::uint64_t global_timer() { return interpret::cta().profile_tick; }
+TP_HD TP_FORCEINLINE int sm_id() { return interpret::cta().number() * interpret::cta().cluster_size + cluster_rank(); }
+
 // ---- registers and math ----------------------------------------------------------------
 
 // A host thread has no register budget.

@@ -10,6 +10,7 @@
 #include "failure.cuh"
 #include "registers.cuh"
 #include "sync.cuh"
+#include "timers.cuh"
 #include "tma.cuh"
 #include "wgmma.cuh"
 
@@ -197,6 +198,12 @@ TP_HD TP_FORCEINLINE bool no_pipelining() {
   return false;
 #endif
 }
+
+// ---- profiler clocks -------------------------------------------------------------------
+
+TP_HD TP_FORCEINLINE std::uint64_t profile_clock() { return sm90::clock64(); }
+TP_HD TP_FORCEINLINE std::uint64_t global_timer() { return sm90::globaltimer(); }
+TP_HD TP_FORCEINLINE int sm_id() { return sm90::smid(); }
 
 // ---- registers and math ----------------------------------------------------------------
 
