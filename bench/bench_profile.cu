@@ -1,9 +1,10 @@
-// The profiler's cost and its pictures. Built twice: bench_profile (no TILEPIPE_PROFILE:
-// the kernels record nothing) and bench_profile_on (TILEPIPE_PROFILE, a profiler bound to
-// every launch). Each times the warp-specialised matmul (bf16, 128 x 256 tiles, 4 stages,
+// The profiler's cost and its pictures. Built three times: bench_profile (no
+// TILEPIPE_PROFILE: the kernels record nothing), bench_profile_on (TILEPIPE_PROFILE, every
+// step's events, a profiler bound to every launch) and bench_profile_coarse (tiles,
+// epilogues and scopes only). Each times the warp-specialised matmul (bf16, 128 x 256 tiles, 4 stages,
 // grouped order, whole tiles) on its problem; scripts/gpu-run runs the two alternately and
 // reports the ratio of their medians.
-//   bench_profile[_on] [--m M --n N --k K] [--json out.json] [--trace-dir DIR]
+//   bench_profile[_on|_coarse] [--m M --n N --k K] [--json out.json] [--trace-dir DIR]
 // --trace-dir (bench_profile_on only) also writes matmul_ws.json and matmul.json (the
 // non-specialised matmul of examples/matmul) there, for scripts/trace-png.
 #include "../examples/common/example_util.hpp"
@@ -49,24 +50,25 @@ int main(int argc, char** argv) {
   std::vector<float> ms;
   for (int r = 0; r < 30; ++r) ms.push_back(timer.per_call(run, r * 10, 10, sets));
   const double median = bench::median(ms);
-  long long events = 0, dropped = 0;
+  long long records = 0, dropped = 0;
   if (tp::profiling)
-    for (const auto& t : prof.tracks()) events += static_cast<long long>(t.events.size()), dropped += t.dropped;
+    for (const auto& t : prof.tracks()) records += t.records, dropped += t.dropped;
   std::printf("matmul_ws bf16 %lld x %lld x %lld on %s, %s: %.4f ms median of 30 batches of 10 (%.1f TFLOP/s)%s\n", M,
-              N, K, dev.name().c_str(), tp::profiling ? "profiled (TILEPIPE_PROFILE, events on)" : "not profiled", median,
+              N, K, dev.name().c_str(),
+              !tp::profiling ? "not profiled" : tp::profiling_steps ? "profiled (every step)" : "profiled (coarse)", median,
               2.0 * M * N * K / (median * 1e-3) / 1e12,
-              tp::profiling ? (", " + std::to_string(events) + " events per launch, " + std::to_string(dropped) + " dropped").c_str()
+              tp::profiling ? (", " + std::to_string(records) + " records per launch, " + std::to_string(dropped) + " dropped").c_str()
                             : "");
   if (const char* path = flag_text(argc, argv, "--json")) {
     std::FILE* f = std::fopen(path, "w");
     TP_REQUIRE(f, "cannot write %s", path);
-    std::fprintf(f, "{\"profiled\": %s, \"median_ms\": %.5f, \"events\": %lld, \"dropped\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld}\n",
-                 tp::profiling ? "true" : "false", median, events, dropped, M, N, K);
+    std::fprintf(f, "{\"profiled\": %s, \"steps\": %s, \"median_ms\": %.5f, \"records\": %lld, \"dropped\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld}\n",
+                 tp::profiling ? "true" : "false", tp::profiling_steps ? "true" : "false", median, records, dropped, M, N, K);
     std::fclose(f);
   }
 
   const char* dir = flag_text(argc, argv, "--trace-dir");
-  if (dir && tp::profiling) {
+  if (dir && tp::profiling_steps) {
     prof.write_trace(std::string(dir) + "/matmul_ws.json", 4);  // the first 4 CTAs
     using plain_kernel = matmul_kernel<T, 128, 256, 4, 2, b_layout::row_major>;
     const auto plain = plain_kernel::make(M, N, K);

@@ -7,6 +7,7 @@
 #include "core/config.cuh"
 #include "core/error.cuh"
 #include "core/profile_format.cuh"
+#include "profile.cuh"
 
 namespace tilepipe {
 
@@ -24,14 +25,6 @@ struct grid_info {
   profile_buffer profile;  // where the profiler's events go (null: nowhere)
 #endif
 
-  /// The launch's profile buffer (none without TILEPIPE_PROFILE).
-  TP_HD profile_buffer profile_target() const {
-#if TP_PROFILE
-    return profile;
-#else
-    return {};
-#endif
-  }
   /// Binds the launch to a profile buffer; false if this build does not record events.
   bool set_profile_target([[maybe_unused]] profile_buffer b) {
 #if TP_PROFILE
@@ -46,7 +39,7 @@ struct grid_info {
 class kernel_context {
  public:
   TP_HD kernel_context(const grid_info& g, const int (&cta)[max_grid_rank])
-      : grid_(&g), smem_(prim::dynamic_smem()), smem_size_(prim::dynamic_smem_size() - profile_smem_reserve) {
+      : grid_(&g), smem_(prim::dynamic_smem()), smem_size_(prim::dynamic_smem_size()) {
     for (int a = 0; a < max_grid_rank; ++a) cta_[a] = cta[a];
   }
 
@@ -111,6 +104,58 @@ class kernel_context {
   TP_HD std::uint32_t smem_mark() const { return smem_top_; }
   TP_HD void smem_release(std::uint32_t mark) { smem_top_ = mark; }
 
+  /// Profiler events of the calling warpgroup (profile.cuh; nothing without TILEPIPE_PROFILE).
+  TP_HD void profile([[maybe_unused]] profile_kind kind, [[maybe_unused]] profile_phase phase,
+                     [[maybe_unused]] int operand = -1, [[maybe_unused]] long long step = -1) const {
+#if TP_PROFILE
+    if (profile_records(kind)) profile_.mark(kind, phase, operand, step);
+#endif
+  }
+  /// Where a span of `kind` recorded whole (profile_span) begins: the clock (0 when this
+  /// build does not record the kind).
+  TP_HD std::uint64_t profile_clock([[maybe_unused]] profile_kind kind) const {
+#if TP_PROFILE
+    if (profile_records(kind)) return profile_.clock();
+#endif
+    return 0;
+  }
+  /// A span that began at profile_clock() `begin` and ends now, in one record.
+  TP_HD void profile_span([[maybe_unused]] profile_kind kind, [[maybe_unused]] std::uint64_t begin,
+                          [[maybe_unused]] int operand = -1, [[maybe_unused]] long long step = -1) const {
+#if TP_PROFILE
+    if (profile_records(kind)) profile_.span(kind, begin, operand, step);
+#endif
+  }
+  TP_HD void profile_begin(profile_kind kind, int operand = -1, long long step = -1) const {
+    profile(kind, profile_phase::begin, operand, step);
+  }
+  TP_HD void profile_end(profile_kind kind, int operand = -1, long long step = -1) const {
+    profile(kind, profile_phase::end, operand, step);
+  }
+  /// Names the calling warpgroup's track (memory, compute i).
+  TP_HD void profile_set_role([[maybe_unused]] profile_role role, [[maybe_unused]] int index = 0) const {
+#if TP_PROFILE
+    profile_.set_role(role, index);
+#endif
+  }
+  /// A user scope's begin (profile_scope).
+  TP_HD void profile_begin_scope([[maybe_unused]] const char* name) const {
+#if TP_PROFILE
+    profile_.begin_scope(name);
+#endif
+  }
+  /// The launch starts and ends the calling warpgroup's track.
+  TP_HD void profile_start() const {
+#if TP_PROFILE
+    profile_.start(grid_->profile, cta_, grid_->extent, grid_->num_warpgroups);
+#endif
+  }
+  TP_HD void profile_finish() const {
+#if TP_PROFILE
+    profile_.finish();
+#endif
+  }
+
  private:
   TP_HD int axis_of(const char* name) const {
     for (int a = 0; a < grid_->rank; ++a) {
@@ -127,6 +172,33 @@ class kernel_context {
   std::uint32_t smem_size_;
   std::uint32_t smem_top_ = 0;
   int cta_[max_grid_rank] = {};
+#if TP_PROFILE
+  mutable profile_recorder profile_;  // registers: every event would otherwise wait for a load
+#endif
+};
+
+/// A span of the calling warpgroup on its profiler track, from construction to destruction,
+/// named by the first profile_name_chars characters of `name` (nothing without TILEPIPE_PROFILE):
+///     { tp::profile_scope s(ctx, "softmax");  ... }
+class profile_scope {
+ public:
+  TP_HD profile_scope([[maybe_unused]] const kernel_context& k, [[maybe_unused]] const char* name)
+#if TP_PROFILE
+      : k_(k) {
+    k.profile_begin_scope(name);
+  }
+  TP_HD ~profile_scope() { k_.profile_end(profile_kind::scope); }
+#else
+  {
+  }
+#endif
+  profile_scope(const profile_scope&) = delete;
+  profile_scope& operator=(const profile_scope&) = delete;
+
+#if TP_PROFILE
+ private:
+  const kernel_context& k_;
+#endif
 };
 
 }  // namespace tilepipe

@@ -1,16 +1,17 @@
 // The in-kernel profiler's recording side (Pallas Mosaic GPU's profile_space, without the
-// hand-written scopes): with TILEPIPE_PROFILE defined, the pipelines, the copies and the
-// wgmma ops record what they do, per warpgroup, into the buffer of a tp::profiler bound at
+// hand-written scopes): with TILEPIPE_PROFILE defined, the pipelines and the persistent
+// loop record what they do, per warpgroup, into the buffer of a tp::profiler bound at
 // launch (host/profiler.cuh reads it and writes a Perfetto trace). Without TILEPIPE_PROFILE
-// every function here is empty and the generated code is that of a build without them.
+// the recorder is empty and the generated code is that of a build without it.
 //
-// The warpgroup's leader thread records: it stamps the event with prim::profile_clock and
-// writes it (one 16-byte store) at the warpgroup's cursor, which lives in the top bytes of
-// the CTA's shared memory (profile_smem_reserve). A full track drops further events and
-// counts them: a trace is truncated, never corrupted.
+// Each thread's kernel_context holds a recorder: the write position of its warpgroup's
+// track, in registers. Every thread of the warpgroup advances it alike (no divergent
+// branch); the leader thread stores each event, stamped with prim::profile_clock, with
+// one predicated 16-byte store. A full track drops further records and counts them: a
+// trace is truncated, never corrupted.
 //
 // Kernels add their own spans with tp::profile_scope:
-//     { tp::profile_scope s("softmax");  ...  }     // a span named "softmax" on this track
+//     { tp::profile_scope s(ctx, "softmax");  ...  }   // a span named "softmax"
 #pragma once
 
 #include "backend/primitives.cuh"
@@ -18,120 +19,88 @@
 
 namespace tilepipe {
 
-namespace profile_detail {
-
-/// The calling warpgroup's cursor: in the top bytes of its CTA's dynamic shared memory.
-TP_HD TP_FORCEINLINE profile_cursor* cursor() {
-  return reinterpret_cast<profile_cursor*>(prim::dynamic_smem() + prim::dynamic_smem_size() - profile_smem_reserve) +
-         prim::warpgroup_index();
-}
-
-/// leader: the next `n` event records of the track, or null (not recording, or full: the
-/// event is counted as dropped).
-TP_HD TP_FORCEINLINE profile_event* take(int n) {
-  profile_cursor* c = cursor();
-  profile_event* e = c->next;
-  if (e == nullptr) return nullptr;
-  if (c->end - e < n) {
-    ++c->dropped;
-    return nullptr;
-  }
-  c->next = e + n;
-  return e;
-}
-
-}  // namespace profile_detail
-
-/// Records one event of the calling warpgroup (its leader writes; the others do nothing).
-TP_HD TP_FORCEINLINE void profile_mark([[maybe_unused]] profile_kind kind, [[maybe_unused]] profile_phase phase,
-                                       [[maybe_unused]] int operand = -1, [[maybe_unused]] long long step = -1) {
-#if TP_PROFILE
-  if (!prim::leader()) return;
-  if (profile_event* e = profile_detail::take(1))
-    *e = {prim::profile_clock(), kind, phase, static_cast<std::int16_t>(operand), static_cast<std::int32_t>(step)};
-#endif
-}
-
-/// The begin and end of a span.
-TP_HD TP_FORCEINLINE void profile_begin(profile_kind kind, int operand = -1, long long step = -1) {
-  profile_mark(kind, profile_phase::begin, operand, step);
-}
-TP_HD TP_FORCEINLINE void profile_end(profile_kind kind, int operand = -1, long long step = -1) {
-  profile_mark(kind, profile_phase::end, operand, step);
-}
-
-/// Names the calling warpgroup's track (memory, compute i); unnamed tracks are "warpgroup i".
-TP_HD TP_FORCEINLINE void profile_set_role([[maybe_unused]] profile_role role, [[maybe_unused]] int index = 0) {
-#if TP_PROFILE
-  if (!prim::leader()) return;
-  if (profile_track_header* h = profile_detail::cursor()->track) {
-    h->role = role;
-    h->role_index = static_cast<std::int16_t>(index);
-  }
-#endif
-}
-
-/// A user span on the calling warpgroup's track, from construction to destruction; the
-/// first profile_name_chars characters of the name are kept.
-class profile_scope {
+/// One warpgroup's write position in its track (a member of kernel_context): four registers
+/// and a predicate. Not recording (no profiler bound) is capacity 0, not a branch.
+class profile_recorder {
  public:
-  TP_HD TP_FORCEINLINE explicit profile_scope([[maybe_unused]] const char* name) {
-#if TP_PROFILE
-    if (!prim::leader()) return;
-    profile_event* e = profile_detail::take(2);
-    if (!e) return;
-    alignas(16) char text[profile_name_chars] = {};
-    for (int i = 0; i < profile_name_chars && name[i]; ++i) text[i] = name[i];
-    e[1] = *reinterpret_cast<const profile_event*>(text);
-    e[0] = {prim::profile_clock(), profile_kind::scope, profile_phase::begin, -1, -1};
-#endif
+  /// When the CTA starts: the warpgroup's track is (linear CTA) * warpgroups + warpgroup,
+  /// CTAs linearised x first; anchors the clock.
+  TP_HD TP_FORCEINLINE void start(const profile_buffer& b, const int (&cta)[3], const int (&extent)[3], int warpgroups) {
+    if (!b.base) return;
+    leader_ = prim::leader();
+    capacity_ = b.capacity;
+    const int wg = prim::warpgroup_index();
+    const long long linear = cta[0] + static_cast<long long>(extent[0]) * (cta[1] + static_cast<long long>(extent[1]) * cta[2]);
+    auto* track = reinterpret_cast<profile_track_header*>(b.base + (linear * warpgroups + wg) * profile_track_bytes(b.capacity));
+    events_ = reinterpret_cast<profile_event*>(track + 1);
+    if (!leader_) return;
+    track->sm = prim::sm_id();
+    for (int a = 0; a < 3; ++a) track->cta[a] = cta[a];
+    track->warpgroup = static_cast<std::int16_t>(wg);
+    track->role = profile_role::warpgroup;
+    track->role_index = static_cast<std::int16_t>(wg);
+    track->generation = b.generation;
+    track->start_global = prim::global_timer();
+    track->start_clock = prim::profile_clock();
   }
-  TP_HD TP_FORCEINLINE ~profile_scope() { profile_end(profile_kind::scope); }
-  profile_scope(const profile_scope&) = delete;
-  profile_scope& operator=(const profile_scope&) = delete;
+
+  /// The clock, for a span recorded whole: read it where the span begins, pass it to span().
+  TP_HD TP_FORCEINLINE std::uint64_t clock() const { return prim::profile_clock(); }
+
+  /// Records one event (a record past the track's capacity is counted, not written). No
+  /// branch: the clock is read and the position advanced also when nothing is recorded
+  /// (capacity 0), so that the code around the pipelines' waits stays straight.
+  TP_HD TP_FORCEINLINE void mark(profile_kind kind, profile_phase phase, int operand, long long step) {
+    put(static_cast<std::uint32_t>(prim::profile_clock()), 0, profile_event::pack(kind, phase, operand), step);
+  }
+
+  /// Records a whole span that began at clock `begin` (from clock()) and ends now.
+  TP_HD TP_FORCEINLINE void span(profile_kind kind, std::uint64_t begin, int operand, long long step) {
+    const auto now = static_cast<std::uint32_t>(prim::profile_clock());
+    put(now, now - static_cast<std::uint32_t>(begin), profile_event::pack(kind, profile_phase::span, operand), step);
+  }
+
+  /// A user scope's begin: the event and a record with the first profile_name_chars
+  /// characters of its name (left out when only the event fits).
+  TP_HD TP_FORCEINLINE void begin_scope(const char* name) {
+    const std::uint32_t i = count_;
+    mark(profile_kind::scope, profile_phase::begin, -1, -1);
+    ++count_;
+    if (!leader_ || i + 1 >= capacity_) return;
+    alignas(16) char text[profile_name_chars] = {};
+    for (int c = 0; c < profile_name_chars && name[c]; ++c) text[c] = name[c];
+    events_[i + 1] = *reinterpret_cast<const profile_event*>(text);
+  }
+
+  /// Names the track (memory, compute i); unnamed tracks are "warpgroup i".
+  TP_HD TP_FORCEINLINE void set_role(profile_role role, int index) {
+    if (!events_ || !leader_) return;
+    header()->role = role;
+    header()->role_index = static_cast<std::int16_t>(index);
+  }
+
+  /// When the CTA ends: the records written, those dropped, the end anchor.
+  TP_HD TP_FORCEINLINE void finish() {
+    if (!events_ || !leader_) return;
+    profile_track_header* h = header();
+    h->end_clock = prim::profile_clock();
+    h->end_global = prim::global_timer();
+    h->count = count_ < capacity_ ? count_ : capacity_;
+    h->dropped = count_ - h->count;
+  }
+
+ private:
+  TP_HD profile_track_header* header() const { return reinterpret_cast<profile_track_header*>(events_) - 1; }
+
+  TP_HD TP_FORCEINLINE void put(std::uint32_t time, std::uint32_t lead, std::uint32_t what, long long step) {
+    const std::uint32_t i = count_++;
+    if (leader_ && i < capacity_) events_[i] = {time, lead, what, static_cast<std::int32_t>(step)};
+  }
+
+  profile_event* events_ = nullptr;  // the track's records; null: not recording
+  std::uint32_t count_ = 0;          // records taken, written or dropped
+  std::uint32_t capacity_ = 0;
+  bool leader_ = false;
 };
 
-namespace profile_detail {
-
-/// Each warpgroup's leader, when its CTA starts: points the cursor at the warpgroup's track
-/// (track (linear CTA) * warpgroups + warpgroup) and anchors the clock. CTAs linearise x first.
-TP_HD TP_FORCEINLINE void start([[maybe_unused]] const profile_buffer& b, [[maybe_unused]] const int (&cta)[3],
-                                [[maybe_unused]] const int (&extent)[3], [[maybe_unused]] int warpgroups) {
-#if TP_PROFILE
-  if (!prim::leader()) return;
-  profile_cursor* c = cursor();
-  *c = {};
-  if (!b.base) return;
-  const int wg = prim::warpgroup_index();
-  const long long linear = cta[0] + static_cast<long long>(extent[0]) * (cta[1] + static_cast<long long>(extent[1]) * cta[2]);
-  auto* h = reinterpret_cast<profile_track_header*>(b.base + (linear * warpgroups + wg) * profile_track_bytes(b.capacity));
-  h->sm = prim::sm_id();
-  for (int a = 0; a < 3; ++a) h->cta[a] = cta[a];
-  h->warpgroup = static_cast<std::int16_t>(wg);
-  h->role = profile_role::warpgroup;
-  h->role_index = static_cast<std::int16_t>(wg);
-  h->generation = b.generation;
-  h->start_global = prim::global_timer();
-  h->start_clock = prim::profile_clock();
-  c->track = h;
-  c->next = reinterpret_cast<profile_event*>(h + 1);
-  c->end = c->next + b.capacity;
-#endif
-}
-
-/// Each warpgroup's leader, when its CTA ends: the event count, the drops, the end anchor.
-TP_HD TP_FORCEINLINE void finish() {
-#if TP_PROFILE
-  if (!prim::leader()) return;
-  profile_cursor* c = cursor();
-  profile_track_header* h = c->track;
-  if (!h) return;
-  h->end_clock = prim::profile_clock();
-  h->end_global = prim::global_timer();
-  h->count = static_cast<std::uint32_t>(c->next - reinterpret_cast<profile_event*>(h + 1));
-  h->dropped = c->dropped;
-#endif
-}
-
-}  // namespace profile_detail
 }  // namespace tilepipe

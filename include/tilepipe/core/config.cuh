@@ -61,11 +61,18 @@
 #endif
 
 /// The in-kernel profiler (profile.cuh): define TILEPIPE_PROFILE before including tilepipe
-/// to record pipeline events; without it every recording call compiles to nothing.
+/// to record pipeline events; without it every recording call compiles to nothing. With
+/// TILEPIPE_PROFILE_COARSE as well, only tiles, epilogues and user scopes are recorded, not
+/// each step's waits, copies and bodies (which slow a matmul down: docs/guide.md).
 #if defined(TILEPIPE_PROFILE)
 #  define TP_PROFILE 1
 #else
 #  define TP_PROFILE 0
+#endif
+#if defined(TILEPIPE_PROFILE_COARSE)
+#  define TP_PROFILE_STEPS 0
+#else
+#  define TP_PROFILE_STEPS 1
 #endif
 
 namespace tilepipe {
@@ -80,7 +87,9 @@ inline constexpr std::size_t smem_alignment = 1024;
 inline constexpr int max_warpgroups = 4;
 /// Whether this pass makes the checks of TP_DEBUG_CHECKS.
 inline constexpr bool debug_checks = TP_DEBUG_CHECKS;
-/// Whether this translation unit records profile events (TILEPIPE_PROFILE).
+/// Whether this translation unit records profile events (TILEPIPE_PROFILE), and the events
+/// of every pipeline step (not with TILEPIPE_PROFILE_COARSE).
 inline constexpr bool profiling = TP_PROFILE;
+inline constexpr bool profiling_steps = TP_PROFILE && TP_PROFILE_STEPS;
 
 }  // namespace tilepipe

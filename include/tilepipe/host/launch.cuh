@@ -15,7 +15,6 @@
 #include "../backend/interpret/grid_runner.hpp"
 #include "../context.cuh"
 #include "../core/refs.cuh"
-#include "../profile.cuh"
 #include "device.cuh"
 #include "profiler.cuh"
 #include "tensor.cuh"
@@ -152,13 +151,13 @@ TP_HD auto bind_one(const KP& p, kernel_context& ctx, cuda::std::tuple<P...>*) {
 template <class K, class KP, std::size_t... I>
 TP_HD void run_cta(const KP& p, const int (&cta)[max_grid_rank], cuda::std::index_sequence<I...>) {
   kernel_context ctx(p.grid, cta);
-  profile_detail::start(p.grid.profile_target(), cta, p.grid.extent, p.grid.num_warpgroups);
+  ctx.profile_start();
   using params = decltype(p.args);
   auto args = cuda::std::make_tuple(bind_one<I>(p, ctx, static_cast<std::remove_cvref_t<params>*>(nullptr))...);
   if (ctx.cta_leader()) prim::fence_barrier_init();
   ctx.sync_threads();
   cuda::std::apply([&](auto&... a) { p.kernel(ctx, a...); }, args);
-  profile_detail::finish();
+  ctx.profile_finish();
 }
 
 #if TP_HAS_CUDA_COMPILER

@@ -46,7 +46,8 @@ struct profile_track {
   int warpgroup = 0;
   profile_role role = profile_role::warpgroup;
   int role_index = 0;
-  std::uint32_t dropped = 0;
+  std::uint32_t records = 0;  // records written (a span recorded whole is one record, two events)
+  std::uint32_t dropped = 0;  // records that did not fit
   std::vector<profiled_event> events;
 
   /// "memory", "compute 1", "warpgroup 0".
@@ -104,19 +105,38 @@ class profiler {
       t.sm = h->sm, t.warpgroup = h->warpgroup, t.role = h->role, t.role_index = h->role_index, t.dropped = h->dropped;
       const auto* e = reinterpret_cast<const profile_event*>(h + 1);
       const std::uint32_t n = std::min(h->count, capacity_);
+      t.records = n;
+      // Clock values: 32 bits on the device, extended from the track's start.
+      auto at = [&](std::uint32_t low, std::uint32_t before) {
+        const std::uint64_t clock = h->start_clock + static_cast<std::uint32_t>(low - static_cast<std::uint32_t>(h->start_clock));
+        return static_cast<double>(h->start_global - origin) +
+               (static_cast<double>(clock - h->start_clock) - static_cast<double>(before)) * ns_per_cycle;
+      };
       for (std::uint32_t i = 0; i < n; ++i) {
         profiled_event d;
-        d.time = static_cast<double>(h->start_global - origin) +
-                 static_cast<double>(static_cast<std::int64_t>(e[i].time - h->start_clock)) * ns_per_cycle;
-        d.kind = e[i].kind, d.phase = e[i].phase, d.operand = e[i].operand, d.step = e[i].step;
+        d.kind = e[i].kind(), d.operand = e[i].operand(), d.step = e[i].step;
         d.name = profile_kind_name(d.kind);
-        if (d.kind == profile_kind::scope && d.phase == profile_phase::begin && i + 1 < n) {
+        const bool named = d.kind == profile_kind::scope && e[i].phase() == profile_phase::begin;
+        if (named && i + 1 < n) {
           char text[profile_name_chars + 1] = {};
-          std::memcpy(text, &e[++i], profile_name_chars);
+          std::memcpy(text, &e[i + 1], profile_name_chars);
           d.name = text;
         }
+        if (e[i].phase() == profile_phase::span) {  // a whole span: its begin and its end
+          d.phase = profile_phase::begin, d.time = at(e[i].time, e[i].lead);
+          t.events.push_back(d);
+          d.phase = profile_phase::end;
+        } else {
+          d.phase = e[i].phase();
+        }
+        d.time = at(e[i].time, 0);
         t.events.push_back(std::move(d));
+        if (named) ++i;  // the name record
       }
+      // A span recorded whole comes after what happened inside it: order by time (stable,
+      // so events at the same time keep their order).
+      std::stable_sort(t.events.begin(), t.events.end(),
+                       [](const profiled_event& a, const profiled_event& b) { return a.time < b.time; });
       out.push_back(std::move(t));
     }
     return out;

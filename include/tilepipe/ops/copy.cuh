@@ -9,7 +9,6 @@
 #include "../core/refs.cuh"
 #include "../core/static_for.cuh"
 #include "../core/tma_desc.cuh"
-#include "../profile.cuh"
 
 namespace tilepipe {
 
@@ -225,7 +224,6 @@ TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, Tr, Cols>
     prim::bulk_commit();
     if (prim::no_pipelining()) prim::bulk_wait<0>();
   }
-  profile_mark(profile_kind::store, profile_phase::instant);
 }
 
 /// wait_smem_to_gmem's option: wait only until the stores have read their shared memory
@@ -240,18 +238,14 @@ inline constexpr reads_done_t reads_done{};
 /// wait_smem_to_gmem<N>(tp::reads_done) only until the others no longer read SMEM.
 template <int N>
 TP_HD TP_FORCEINLINE void wait_smem_to_gmem() {
-  profile_begin(profile_kind::wait_store);
   if (prim::leader()) prim::bulk_wait<N>();
   prim::warpgroup_sync();
-  profile_end(profile_kind::wait_store);
 }
 
 template <int N>
 TP_HD TP_FORCEINLINE void wait_smem_to_gmem(reads_done_t) {
-  profile_begin(profile_kind::wait_store);
   if (prim::leader()) prim::bulk_wait_read<N>();
   prim::warpgroup_sync();
-  profile_end(profile_kind::wait_store);
 }
 
 /// Starts loading block `bi` of `src` into `dst`; completes on `bar` (arrives once with
@@ -265,7 +259,6 @@ TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const index<G::rank>& 
     prim::mbarrier_arrive_expect_tx(bar.ptr, block_bytes_v<typename L::tile_type, T>);
     issue_block_load<typename L::tile_type>(src, bi, dst.base, bar.ptr);
   }
-  profile_mark(profile_kind::fetch, profile_phase::instant);
 }
 
 /// Names an SMEM buffer in the interpreter's reports ("in 0"); no code on the GPU.
@@ -281,11 +274,7 @@ TP_HD TP_FORCEINLINE void name_barriers(const barriers<N, A>& bars, const char* 
 }
 
 /// Waits for the phase of `bar` with the given parity (Pallas' barrier_wait).
-TP_HD TP_FORCEINLINE void barrier_wait(barrier_ref bar, std::uint32_t parity) {
-  profile_begin(profile_kind::barrier_wait);
-  prim::mbarrier_wait(bar.ptr, parity);
-  profile_end(profile_kind::barrier_wait);
-}
+TP_HD TP_FORCEINLINE void barrier_wait(barrier_ref bar, std::uint32_t parity) { prim::mbarrier_wait(bar.ptr, parity); }
 
 /// Arrives on `bar` once for the whole warpgroup (after all its threads got here).
 TP_HD TP_FORCEINLINE void barrier_arrive(barrier_ref bar) {

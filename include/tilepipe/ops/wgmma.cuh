@@ -11,7 +11,6 @@
 #include "../backend/primitives.cuh"
 #include "../core/refs.cuh"
 #include "../core/wgmma_desc.cuh"
-#include "../profile.cuh"
 #include "fragment.cuh"
 
 namespace tilepipe {
@@ -87,7 +86,6 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const A& a, const B& b, 
     }
   }
   prim::wgmma_commit();
-  profile_mark(profile_kind::wgmma, profile_phase::instant);
 }
 
 /// acc (+)= a * b with A in registers (a 16-bit fragment, e.g. softmax probabilities).
@@ -110,17 +108,14 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const fragment<T, M, K>&
       prim::wgmma_rs<N, K, T, b_mn_major>(acc.block(mb), a.v, mb, ks, db, (accumulate || ks > 0) ? 1 : 0);
   }
   prim::wgmma_commit();
-  profile_mark(profile_kind::wgmma, profile_phase::instant);
 }
 
 /// Waits until at most N wgmma groups are in flight. Pass the accumulators you will read
 /// next: they are pinned so the compiler cannot read them before the wait.
 template <int N, class... Frags>
 TP_HD TP_FORCEINLINE void wgmma_wait(Frags&... frags) {
-  profile_begin(profile_kind::wgmma_wait);
   prim::wgmma_wait<N>();
   (Frags::registers::pin(frags.v), ...);
-  profile_end(profile_kind::wgmma_wait);
 }
 
 }  // namespace tilepipe

@@ -28,7 +28,6 @@
 #include "../context.cuh"
 #include "../core/block_spec.cuh"
 #include "../core/grid.cuh"
-#include "../profile.cuh"
 #include "operands.cuh"
 
 #include <cuda/std/tuple>
@@ -133,21 +132,21 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // Prologue: the first `slots` steps of every input.
     if (leader)
       for_each(ins, [&](auto& op, int) {
-        for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(grid_);
+        for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(grid_, k);
       });
 
     index<Grid::rank> at{};
     const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     for (long long s = 0; s < steps; ++s) {
       prim::annotate_step(s);
-      for_each(ins, [&](auto& op, int) { op.consume(at, s); });
+      for_each(ins, [&](auto& op, int) { op.consume(at, s, k); });
       bool new_output = false;
-      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(grid_, at, s, leader); });
+      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(grid_, at, s, leader, k); });
       if (new_output) sync_all();  // nobody writes a slot before its old store has read it
 
-      profile_begin(profile_kind::body, -1, s);
+      const std::uint64_t body_from = k.profile_clock(profile_kind::body);
       carry = call_body(at, ins, outs, carry);
-      profile_end(profile_kind::body, -1, s);
+      k.profile_span(profile_kind::body, body_from, -1, s);
 
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
@@ -163,11 +162,11 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       if (leader) {
         // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
         for_each(ins, [&](auto& op, int) {
-          if (op.refills_after(s, steps)) op.produce(grid_);
+          if (op.refills_after(s, steps)) op.produce(grid_, k);
         });
         if (store) {
           for_each(outs, [&](auto& op, int j) {
-            if (ends[j]) op.store(s);
+            if (ends[j]) op.store(s, k);
           });
           prim::bulk_commit();
           if (prim::no_pipelining()) prim::bulk_wait<0>();
@@ -180,14 +179,14 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // the wgmma groups a delayed release left in flight must be done with the slots
     // before the slots' memory is handed to anything else.
     if (leader) {
-      profile_begin(profile_kind::wait_store);
+      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_store);
       prim::bulk_wait<0>();
-      profile_end(profile_kind::wait_store);
+      k.profile_span(profile_kind::wait_store, wait_from);
     }
     if constexpr (max_delay > 0) {
-      profile_begin(profile_kind::wgmma_wait);
+      const std::uint64_t wait_from = k.profile_clock(profile_kind::wgmma_wait);
       prim::wgmma_wait<0>();
-      profile_end(profile_kind::wgmma_wait);
+      k.profile_span(profile_kind::wgmma_wait, wait_from);
     }
     sync_all();
     if (leader) for_each(ins, [&](auto& op, int) { op.inval_barriers(); });

@@ -227,20 +227,20 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   // ---- inputs ----
 
   /// All threads: before the body of step s at `at`, wait for its block if it is new.
-  TP_HD void consume(const index<Grid::rank>& at, long long s) {
+  TP_HD void consume(const index<Grid::rank>& at, long long s, const kernel_context& k) {
     const block_index b = block_at(at);
     if (reader.slot >= 0 && b == last) return;
     last = b;
     reader.advance(slots);
-    profile_begin(profile_kind::wait_ready, operand, s);
+    const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_ready);
     prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
-    profile_end(profile_kind::wait_ready, operand, s);
+    k.profile_span(profile_kind::wait_ready, wait_from, operand, s);
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
   /// With no_pipelining the leader waits for it at once (the consumers' wait for the same
   /// phase then returns immediately).
-  TP_HD void produce(const Grid& grid) {
+  TP_HD void produce(const Grid& grid, const kernel_context& k) {
     const block_index b = block_at(fill_at);
     if (filler.slot < 0 || !(b == fill_last)) {
       fill_last = b;
@@ -248,7 +248,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       const int f = filler.slot;
       prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
       issue_block_load<tile>(*gmem, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
-      profile_mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
+      k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
       const std::uint32_t phase = filler.take_phase();
       if (prim::no_pipelining()) prim::mbarrier_wait(bar(f), phase, {f, fill_step});
     }
@@ -263,16 +263,17 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
 
   /// Before the body of step s: a step whose block differs from the last one starts a new
   /// run in the next slot; the leader first waits until that slot's last store has read it.
-  TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader) {
+  TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader,
+                       const kernel_context& k) {
     const block_index b = block_at(at);
     if (reader.slot >= 0 && b == last) return false;
     last = b;
     reader.advance(slots);
     if (leader) {
       check_output_run(failure, spec->index_map, grid, b, s, operand);
-      profile_begin(profile_kind::wait_output, operand, s);
+      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_output);
       prim::bulk_wait_read<slots - 1>();
-      profile_end(profile_kind::wait_output, operand, s);
+      k.profile_span(profile_kind::wait_output, wait_from, operand, s);
       prim::poison(slot_ptr(reader.slot), layout::bytes);
     }
     prim::note_block(slot_ptr(reader.slot), b.v);
@@ -283,9 +284,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD bool run_ends(const index<Grid::rank>& next, bool last_step) const { return last_step || !(block_at(next) == last); }
 
   /// leader: stores the current slot to the current block (after step s).
-  TP_HD void store(long long s) const {
+  TP_HD void store(long long s, const kernel_context& k) const {
     issue_block_store<tile>(*gmem, last, slot_ptr(reader.slot), {"output", operand, s, failure});
-    profile_mark(profile_kind::store, profile_phase::instant, operand, s);
+    k.profile(profile_kind::store, profile_phase::instant, operand, s);
   }
 };
 
@@ -372,16 +373,16 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
 
   /// Fetches the block of the next step in order, if it changed; waits until the slot it
   /// goes to was released by the compute warpgroups.
-  TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
+  TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call, const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, fill_at);
     if (first_of_call || !(b == fill_last)) {
       fill_last = b;
       filler.advance(slots);
       const int f = filler.slot;
       if (filler.reused()) {
-        profile_begin(profile_kind::wait_consumed, operand, fill_step);
+        const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_consumed);
         prim::mbarrier_wait(bars.empty + f, filler.take_phase());
-        profile_end(profile_kind::wait_consumed, operand, fill_step);
+        k.profile_span(profile_kind::wait_consumed, wait_from, operand, fill_step);
       }
       if (prim::leader()) {
         prim::mbarrier_arrive_expect_tx(bars.full + f, layout::bytes);  // the whole block lands here
@@ -390,19 +391,19 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
           issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, prim::cluster_rank(), cluster, site);
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
-      profile_mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
+      k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
     }
     grid.increment(fill_at);
     ++fill_step;
   }
 
   /// At the end of a chain: waits until every slot this warpgroup filled was released.
-  TP_HD void drain() {
+  TP_HD void drain(const kernel_context& k) {
     for (int s = 0; s < slots; ++s)
       if ((filler.used >> s) & 1u) {
-        profile_begin(profile_kind::wait_consumed, operand);
+        const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_consumed);
         prim::mbarrier_wait(bars.empty + s, filler.take_phase(s));
-        profile_end(profile_kind::wait_consumed, operand);
+        k.profile_span(profile_kind::wait_consumed, wait_from, operand);
         filler.used &= ~(1u << s);
       }
   }
@@ -410,43 +411,45 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   // ---- compute warpgroups ----
 
   /// Before the body of step s: waits for the block if it is new.
-  TP_HD view_type consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
+  TP_HD view_type consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s,
+                          const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == last)) {
       last = b;
       reader.advance(slots);
-      profile_begin(profile_kind::wait_ready, operand, s);
+      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_ready);
       prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
-      profile_end(profile_kind::wait_ready, operand, s);
+      k.profile_span(profile_kind::wait_ready, wait_from, operand, s);
     }
     return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
   }
 
   /// After the body of step s: records whether s was the block's last step, and releases
   /// the block of step s - delay if that was its last step.
-  TP_HD void release_after(const Spec& spec, const index<Grid::rank>& next, bool last_step, long long s) {
+  TP_HD void release_after(const Spec& spec, const index<Grid::rank>& next, bool last_step, long long s,
+                           const kernel_context& k) {
 #pragma unroll
     for (int h = 0; h < delay; ++h) recent_slots[h] = recent_slots[h + 1], recent_ends[h] = recent_ends[h + 1];
     recent_slots[delay] = reader.slot;
     recent_ends[delay] = last_step || !(apply_index_map(spec.index_map, next) == last);
     if constexpr (!Manual)
-      if (s >= delay && recent_ends[0]) release(recent_slots[0], s - delay);
+      if (s >= delay && recent_ends[0]) release(recent_slots[0], s - delay, k);
   }
 
   /// The compute warps are done with slot s, last read at `step`: in every CTA of the
   /// cluster for a multicast block.
-  TP_HD void release(int s, long long step) const {
+  TP_HD void release(int s, long long step, const kernel_context& k) const {
     if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, cluster);
     else prim::mbarrier_arrive_per_warp(empty_at + s);
-    profile_mark(profile_kind::release, profile_phase::instant, operand, step);
+    k.profile(profile_kind::release, profile_phase::instant, operand, step);
   }
 
   /// After the last step: releases the blocks of the last `delay` steps.
-  TP_HD void release_tail(long long steps) {
+  TP_HD void release_tail(long long steps, const kernel_context& k) {
     if constexpr (!Manual)
 #pragma unroll
       for (int h = 1; h <= delay; ++h)
-        if (steps - (delay + 1 - h) >= 0 && recent_ends[h]) release(recent_slots[h], steps - (delay + 1 - h));
+        if (steps - (delay + 1 - h) >= 0 && recent_ends[h]) release(recent_slots[h], steps - (delay + 1 - h), k);
   }
 };
 
@@ -490,26 +493,26 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
 
   // ---- compute warpgroups ----
 
-  TP_HD view_type begin(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
+  TP_HD view_type begin(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == last)) {
       last = b;
       writer.advance(slots);
       if (writer.reused()) {
-        profile_begin(profile_kind::wait_output, operand);
+        const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_output);
         prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
-        profile_end(profile_kind::wait_output, operand);
+        k.profile_span(profile_kind::wait_output, wait_from, operand);
       }
       prim::note_block(slot_ptr(writer.slot), b.v);
     }
     return {reinterpret_cast<T*>(slot_ptr(writer.slot)), 0};
   }
 
-  TP_HD void end(const Spec& spec, const index<Grid::rank>& next, bool last_step) {
+  TP_HD void end(const Spec& spec, const index<Grid::rank>& next, bool last_step, const kernel_context& k) {
     if (last_step || !(apply_index_map(spec.index_map, next) == last)) {
       prim::fence_proxy_async();  // the body's SMEM writes, before the TMA store reads them
       prim::mbarrier_arrive_per_warp(bars.full + writer.slot);
-      profile_mark(profile_kind::written, profile_phase::instant, operand);
+      k.profile(profile_kind::written, profile_phase::instant, operand);
     }
   }
 
@@ -518,7 +521,8 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   /// If the block's run ends at the step `at` (next is the following step), waits until it
   /// is written and stores it; returns whether it stored.
   TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const Grid& grid, const index<Grid::rank>& at,
-                            const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call) {
+                            const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call,
+                            const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == store_last)) {
       check_output_run(failure, spec.index_map, grid, b, s, operand);
@@ -526,23 +530,23 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
       storer.advance(slots);
     }
     if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
-    profile_begin(profile_kind::wait_written, operand, s);
+    const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_written);
     prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
-    profile_end(profile_kind::wait_written, operand, s);
+    k.profile_span(profile_kind::wait_written, wait_from, operand, s);
     if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(storer.slot), {"output", operand, s, failure});
-    profile_mark(profile_kind::store, profile_phase::instant, operand, s);
+    k.profile(profile_kind::store, profile_phase::instant, operand, s);
     return true;
   }
 
   /// After the stores of a step were committed: frees the slot of the previous store once
   /// it has been read; with InFlight = 0 (one slot), the new store's own slot.
   template <int InFlight>
-  TP_HD void free_stored(bool stored_now) {
+  TP_HD void free_stored(bool stored_now, const kernel_context& k) {
     if (!stored_now) return;
     if (InFlight == 0 || pending >= 0) {
-      profile_begin(profile_kind::wait_store, operand);
+      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_store);
       if (prim::leader()) prim::bulk_wait_read<InFlight>();
-      profile_end(profile_kind::wait_store, operand);
+      k.profile_span(profile_kind::wait_store, wait_from, operand);
       const int s = InFlight == 0 ? storer.slot : pending;
       if (prim::leader()) {
         prim::poison(slot_ptr(s), layout::bytes);
@@ -552,14 +556,14 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
     pending = InFlight == 0 ? -1 : storer.slot;
   }
 
-  TP_HD void drain() {
+  TP_HD void drain(const kernel_context& k) {
     if (pending < 0) return;
-    profile_begin(profile_kind::wait_store, operand);
+    const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_store);
     if (prim::leader()) {
       prim::bulk_wait_read<0>();
       prim::mbarrier_arrive(bars.empty + pending);
     }
-    profile_end(profile_kind::wait_store, operand);
+    k.profile_span(profile_kind::wait_store, wait_from, operand);
     pending = -1;
   }
 };
@@ -577,19 +581,19 @@ struct gmem_operand {
   TP_HD void init_barriers(int) const {}
   TP_HD void inval_barriers() const {}
   template <class I>
-  TP_HD void consume(const I&, long long) {}
+  TP_HD void consume(const I&, long long, const kernel_context&) {}
   template <class G>
-  TP_HD void produce(const G&) {}
+  TP_HD void produce(const G&, const kernel_context&) {}
   TP_HD bool refills_after(long long, long long) const { return false; }
   template <class G, class I>
-  TP_HD bool begin_run(const G&, const I&, long long, bool) {
+  TP_HD bool begin_run(const G&, const I&, long long, bool, const kernel_context&) {
     return false;
   }
   template <class I>
   TP_HD bool run_ends(const I&, bool) const {
     return false;
   }
-  TP_HD void store(long long) const {}
+  TP_HD void store(long long, const kernel_context&) const {}
 };
 
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>

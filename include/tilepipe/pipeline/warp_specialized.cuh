@@ -38,7 +38,6 @@
 #include "../core/block_spec.cuh"
 #include "../core/register_budget.cuh"
 #include "../core/grid.cuh"
-#include "../profile.cuh"
 #include "emit_pipeline.cuh"
 #include "operands.cuh"
 
@@ -178,13 +177,13 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const auto refs = cuda::std::tie(gmem...);
     if (k.thread_index() == MemIdx) {
       prim::setmaxnreg_dec<regs::memory>();
-      profile_set_role(profile_role::memory);
-      memory_role(a, refs, true);
+      k.profile_set_role(profile_role::memory);
+      memory_role(k, a, refs, true);
       prim::setmaxnreg_inc<regs::launch_cap>();
     } else {
       prim::setmaxnreg_inc<regs::compute>();
-      profile_set_role(profile_role::compute, k.thread_index() < MemIdx ? k.thread_index() : k.thread_index() - 1);
-      compute_role(a);
+      k.profile_set_role(profile_role::compute, k.thread_index() < MemIdx ? k.thread_index() : k.thread_index() - 1);
+      compute_role(k, a);
       prim::setmaxnreg_dec<regs::launch_cap>();
     }
     k.sync_threads();
@@ -199,18 +198,18 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     requires(!std::is_base_of_v<kernel_context, std::remove_cvref_t<Alloc>> && sizeof...(G) > 0)
   TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
-    if (k.thread_index() == MemIdx) memory_role(alloc, refs, stops(state));
-    else compute_role(alloc);
+    if (k.thread_index() == MemIdx) memory_role(k, alloc, refs, stops(state));
+    else compute_role(k, alloc);
   }
 
   /// The same, for one side only: inside tp::warp_specialized_for the memory and compute
   /// warpgroups each run their own loop, so each branch holds one role's code.
   template <class Alloc, class Role, class... G>
     requires(std::is_same_v<Role, memory_role_t> || std::is_same_v<Role, compute_role_t>)
-  TP_HD void operator()(kernel_context&, Alloc& alloc, pipeline_state state, Role, const G&... gmem) const {
+  TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, Role, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
-    if constexpr (std::is_same_v<Role, memory_role_t>) memory_role(alloc, refs, stops(state));
-    else compute_role(alloc);
+    if constexpr (std::is_same_v<Role, memory_role_t>) memory_role(k, alloc, refs, stops(state));
+    else compute_role(k, alloc);
   }
 
  private:
@@ -243,13 +242,13 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   /// together (setmaxnreg, after the pipeline, is a warpgroup instruction; compute-sanitizer
   /// hung when three warps reached it long before the fourth).
   template <class Alloc, class Refs>
-  TP_HD void memory_role(Alloc& a, const Refs& refs, bool stop) const {
-    if (prim::leader_warp()) memory_steps(a, refs, stop);
+  TP_HD void memory_role(const kernel_context& k, Alloc& a, const Refs& refs, bool stop) const {
+    if (prim::leader_warp()) memory_steps(k, a, refs, stop);
     prim::warpgroup_sync();
   }
 
   template <class Alloc, class Refs>
-  TP_HD void memory_steps(Alloc& a, const Refs& refs, bool stop) const {
+  TP_HD void memory_steps(const kernel_context& k, Alloc& a, const Refs& refs, bool stop) const {
     const long long steps = grid_.steps();
     // Prologue: the first `slots` steps of every input, step by step (every input's block of
     // step 0, then of step 1, ...). Each call starts its own sequence of blocks; slot rotation
@@ -259,13 +258,13 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.fill_at = {}, op.fill_step = 0; });
     for (long long t = 0; t < input_maxima<typename Alloc::in_tuple>::slots && t < steps; ++t)
       for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
-        if (t < op.slots) op.produce(spec, g, grid_, t == 0);
+        if (t < op.slots) op.produce(spec, g, grid_, t == 0, k);
       });
     index<Grid::rank> at{};
     for (long long s = 0; s < steps; ++s) {
       // Refill: step s + slots - delay into the slot the compute side frees after body(s).
       for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
-        if (s >= op.delay && s + op.slots - op.delay < steps) op.produce(spec, g, grid_, false);
+        if (s >= op.delay && s + op.slots - op.delay < steps) op.produce(spec, g, grid_, false, k);
       });
       // Stores of the output blocks whose run ends at s, one bulk group.
       const bool last_step = s + 1 == steps;
@@ -274,19 +273,19 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       bool stored[sizeof...(Outs) + 1] = {};
       bool any = false;
       for_each_output(a, refs, [&](auto& op, const auto& spec, const auto& g, int j) {
-        any |= stored[j] = op.store_if_ended(spec, g, grid_, at, next, s, last_step, s == 0);
+        any |= stored[j] = op.store_if_ended(spec, g, grid_, at, next, s, last_step, s == 0, k);
       });
       if (any) {
         if (prim::leader()) prim::bulk_commit();
         for_each_output(a, refs, [&](auto& op, const auto&, const auto&, int j) {
-          op.template free_stored<stores_in_flight>(stored[j]);
+          op.template free_stored<stores_in_flight>(stored[j], k);
         });
       }
       at = next;
     }
     if (stop) {
-      for_each(a.ins, [](auto& op, int) { op.drain(); });
-      for_each(a.outs, [](auto& op, int) { op.drain(); });
+      for_each(a.ins, [&](auto& op, int) { op.drain(k); });
+      for_each(a.outs, [&](auto& op, int) { op.drain(k); });
       if (prim::leader()) prim::bulk_wait<0>();
     }
   }
@@ -294,7 +293,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   // ---- the compute warpgroups ------------------------------------------------------------
 
   template <class Alloc>
-  TP_HD void compute_role(Alloc& a) const {
+  TP_HD void compute_role(const kernel_context& k, Alloc& a) const {
     if constexpr (has_context) {
       int calls = 0;
       // pipeline(init) runs with a carry and returns the final one; pipeline() runs without.
@@ -302,24 +301,24 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
         static_assert(sizeof...(init) <= 1, "tilepipe: the pipeline takes at most one initial carry");
         TP_REQUIRE(++calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
         if constexpr (sizeof...(init) == 1) {
-          auto carry = compute_loop(a, init...);
-          profile_begin(profile_kind::epilogue);  // the rest of the compute context
+          auto carry = compute_loop(k, a, init...);
+          k.profile_begin(profile_kind::epilogue);  // the rest of the compute context
           return carry;
         } else {
-          compute_loop(a, no_carry{});
-          profile_begin(profile_kind::epilogue);
+          compute_loop(k, a, no_carry{});
+          k.profile_begin(profile_kind::epilogue);
         }
       };
       ctx_.fn(pipeline);
-      profile_end(profile_kind::epilogue);
+      k.profile_end(profile_kind::epilogue);
       TP_REQUIRE(calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
     } else {
-      compute_loop(a, no_carry{});
+      compute_loop(k, a, no_carry{});
     }
   }
 
   template <class Alloc, class C>
-  TP_HD C compute_loop(Alloc& a, C carry) const {
+  TP_HD C compute_loop(const kernel_context& k, Alloc& a, C carry) const {
     const long long steps = grid_.steps();
     const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     index<Grid::rank> at{};
@@ -328,36 +327,37 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
       if (!last_step) grid_.increment(next);
-      carry = step(a, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
+      carry = step(k, a, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
                    cuda::std::index_sequence_for<Outs...>{});
       at = next;
     }
     constexpr int max_delay = input_maxima<typename Alloc::in_tuple>::delay;
     if constexpr (max_delay > 0) {
-      profile_begin(profile_kind::wgmma_wait);
+      const std::uint64_t wait_from = k.profile_clock(profile_kind::wgmma_wait);
       prim::wgmma_wait<0>();
-      profile_end(profile_kind::wgmma_wait);
+      k.profile_span(profile_kind::wgmma_wait, wait_from);
     }
-    for_each(a.ins, [&](auto& op, int) { op.release_tail(steps); });
+    for_each(a.ins, [&](auto& op, int) { op.release_tail(steps, k); });
     prim::annotate_step(outer_step);
     return carry;
   }
 
   template <class Alloc, class C, std::size_t... I, std::size_t... J>
-  TP_HD C step(Alloc& a, const index<Grid::rank>& at, const index<Grid::rank>& next, long long s, bool last_step,
-               C carry, cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) const {
+  TP_HD C step(const kernel_context& k, Alloc& a, const index<Grid::rank>& at, const index<Grid::rank>& next,
+               long long s, bool last_step, C carry, cuda::std::index_sequence<I...>,
+               cuda::std::index_sequence<J...>) const {
     const bool first = s == 0;
-    auto in_views = cuda::std::make_tuple(cuda::std::get<I>(a.ins).consume(cuda::std::get<I>(ins_), at, first, s)...);
-    auto out_views = cuda::std::make_tuple(cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first)...);
+    auto in_views = cuda::std::make_tuple(cuda::std::get<I>(a.ins).consume(cuda::std::get<I>(ins_), at, first, s, k)...);
+    auto out_views = cuda::std::make_tuple(cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first, k)...);
     // Whether each input's block ends at s (for the manual tokens) is known before the body.
     auto tokens = cuda::std::make_tuple(consumed_token{
         cuda::std::get<I>(a.ins).bars.empty + cuda::std::get<I>(a.ins).reader.slot,
         last_step || !(apply_index_map(cuda::std::get<I>(ins_).index_map, next) == cuda::std::get<I>(a.ins).last)}...);
-    profile_begin(profile_kind::body, -1, s);
+    const std::uint64_t body_from = k.profile_clock(profile_kind::body);
     C result = call_body(at, in_views, out_views, tokens, carry);
-    profile_end(profile_kind::body, -1, s);
-    (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step), ...);
-    (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s), ...);
+    k.profile_span(profile_kind::body, body_from, -1, s);
+    (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step, k), ...);
+    (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s, k), ...);
     return result;
   }
 
@@ -535,19 +535,19 @@ TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, Memo
                          : is_first          ? pipeline_state::start
                          : is_last           ? pipeline_state::stop
                                              : pipeline_state::steady;
-      profile_begin(profile_kind::tile, -1, item);
+      k.profile_begin(profile_kind::tile, -1, item);
       f(item, state, role);
-      profile_end(profile_kind::tile, -1, item);
+      k.profile_end(profile_kind::tile, -1, item);
     }
   };
   if (split.is_memory(k)) {
     prim::setmaxnreg_dec<regs::memory>();
-    profile_set_role(profile_role::memory);
+    k.profile_set_role(profile_role::memory);
     loop(memory_role_t{});
     prim::setmaxnreg_inc<regs::launch_cap>();
   } else {
     prim::setmaxnreg_inc<regs::compute>();
-    profile_set_role(profile_role::compute, split.compute_index(k));
+    k.profile_set_role(profile_role::compute, split.compute_index(k));
     loop(compute_role_t{});
     prim::setmaxnreg_dec<regs::launch_cap>();
   }
