@@ -1,4 +1,4 @@
-// no_pipelining: with it on, every copy of a pipeline is synchronous (each fetch waited for
+// no_pipelining: with it on, every copy of a pipeline (both pipelines) is synchronous (each fetch waited for
 // right after it is issued, each store group right after it is committed) and the results
 // are bit for bit those of the pipelined run. In the interpreter it is a launch option
 // (options::no_pipelining); on the GPU the macro TILEPIPE_NO_PIPELINING, with which the
@@ -8,6 +8,7 @@
 #include "examples/debug_hangs/producer_consumer_kernel.cuh"
 #include "examples/elementwise/elementwise_kernel.cuh"
 #include "examples/matmul/matmul_kernel.cuh"
+#include "examples/matmul_ws/matmul_ws_kernel.cuh"
 
 namespace {
 
@@ -24,6 +25,16 @@ std::vector<T> run_matmul(const tp::device& dev, long long M, long long N, long 
   auto b = tp::tensor<T, 2>::from_host(dev, {K, N}, test::random_values<T>(K * N, seed + 1));
   const auto kern = kernel::make(M, N, K);
   return tp::kernel(kern, kern.config(), tp::out_type<T>(M, N))(dev, a, b).to_host();
+}
+
+/// The warp-specialised matmul (a persistent loop of chained pipelines) on 2 CTAs.
+template <class T>
+std::vector<T> run_matmul_ws(const tp::device& dev, long long M, long long N, long long K, std::uint64_t seed) {
+  using kernel = matmul_ws_kernel<T, T, 128, 256, 3, b_layout::row_major>;
+  auto a = tp::tensor<T, 2>::from_host(dev, {M, K}, test::random_values<T>(M * K, seed));
+  auto b = tp::tensor<T, 2>::from_host(dev, {K, N}, test::random_values<T>(K * N, seed + 1));
+  const auto kern = kernel::make(M, N, K);
+  return tp::kernel(kern, kern.config(dev.is_gpu() ? dev.multiprocessors() : 2), tp::out_type<T>(M, N))(dev, a, b).to_host();
 }
 
 std::vector<tp::bf16> run_elementwise(const tp::device& dev, long long rows, long long cols, std::uint64_t seed) {
@@ -75,6 +86,8 @@ TEST(NoPipelining, InterpreterResultsAreBitwiseIdentical) {
     EXPECT_TRUE(bitwise_equal(run_matmul<tp::bf16>(interpreter(false), 256, 256, 320, seed),
                               run_matmul<tp::bf16>(dev, 256, 256, 320, seed)));
     EXPECT_TRUE(bitwise_equal(run_elementwise(interpreter(false), 300, 600, seed), run_elementwise(dev, 300, 600, seed)));
+    EXPECT_TRUE(bitwise_equal(run_matmul_ws<tp::bf16>(interpreter(false), 256, 512, 320, seed),
+                              run_matmul_ws<tp::bf16>(dev, 256, 512, 320, seed)));
     // The option really changes the schedule: synchronous copies with it, overlapped ones without.
     EXPECT_EQ(every_copy_synchronous(log), sync || forced) << (sync ? "no_pipelining" : "pipelined");
   }
@@ -109,6 +122,7 @@ TEST(NoPipelining, ResultsMatchTheReference) {
     for (long long kk = 0; kk < K; ++kk)
       for (long long j = 0; j < N; ++j) ref[i * N + j] += double(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[kk * N + j]);
   EXPECT_LT(test::rel_error(c, ref), 1e-2);
+  EXPECT_LT(test::rel_error(run_matmul_ws<tp::bf16>(test::dev(), M, N, K, seed), ref), 1e-2);
 
   const auto hx = test::random_values<tp::bf16>(300 * 600, seed);
   const auto y = run_elementwise(test::dev(), 300, 600, seed);

@@ -348,8 +348,10 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   block_index last{};
   int recent_slots[delay + 1] = {};
   bool recent_ends[delay + 1] = {};
-  // memory side: the slot of the last fetch, its block, the next step to fetch for
+  // memory side: the slot of the last fetch, its block, the next step to fetch for, and
+  // (for no_pipelining) the parity each slot's next fill completes
   slot_cursor filler;
+  std::uint32_t fill_parity = 0;
   block_index fill_last{};
   index<Grid::rank> fill_at{};
   long long fill_step = 0;
@@ -372,7 +374,8 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   // ---- memory warpgroup ----
 
   /// Fetches the block of the next step in order, if it changed; waits until the slot it
-  /// goes to was released by the compute warpgroups.
+  /// goes to was released by the compute warpgroups. With no_pipelining the memory
+  /// warpgroup waits for the block to land before it goes on.
   TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call, const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, fill_at);
     if (first_of_call || !(b == fill_last)) {
@@ -392,6 +395,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
       k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
+      const std::uint32_t landed = (fill_parity >> f) & 1u;
+      fill_parity ^= 1u << f;
+      if (prim::no_pipelining()) prim::mbarrier_wait(bars.full + f, landed, {f, fill_step});
     }
     grid.increment(fill_at);
     ++fill_step;

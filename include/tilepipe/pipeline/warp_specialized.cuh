@@ -26,6 +26,8 @@
 //              once the compute warpgroups finished body(s)); free the slots whose stores
 //              have been read
 //   stop       wait until every slot was consumed and every store read (pipeline_state::stop)
+//   With no_pipelining every fetch is waited for right after it is issued and every store
+//   group right after it is committed (the compute side is unchanged).
 // Schedule of each compute warpgroup:
 //   step s     wait `ready` of every new input block; wait `free` before starting an
 //              output block in a reused slot; run the body; arrive `full` for output blocks
@@ -276,7 +278,10 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
         any |= stored[j] = op.store_if_ended(spec, g, grid_, at, next, s, last_step, s == 0, k);
       });
       if (any) {
-        if (prim::leader()) prim::bulk_commit();
+        if (prim::leader()) {
+          prim::bulk_commit();
+          if (prim::no_pipelining()) prim::bulk_wait<0>();
+        }
         for_each_output(a, refs, [&](auto& op, const auto&, const auto&, int j) {
           op.template free_stored<stores_in_flight>(stored[j], k);
         });
