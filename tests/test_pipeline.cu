@@ -364,3 +364,41 @@ TEST(Pipeline, SharedByTwoWarpgroups) {
   const auto hy = y.to_host();
   for (int e = 0; e < steps * 256; ++e) ASSERT_EQ(hy[e], hx[e] * 3);
 }
+
+// ---- named axes: the grid's and the warpgroups' (Pallas' thread_name) -------------------
+
+namespace {
+
+/// Each warpgroup of each CTA writes one 8 x 32 block with a value made of its named indices.
+struct thread_name_kernel {
+  static constexpr int num_threads = 2;
+  static constexpr const char* thread_name = "wg";
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile8x32> out) const {
+    using view = tp::smem<float, tile8x32>;
+    const view v = k.alloc_per_thread<view>();
+    const float value = 1000.0f * k.axis_index("row") + 100.0f * k.axis_index("col") + 10.0f * k.axis_index("wg") +
+                        k.axis_size("wg") + 0.5f * k.axis_size("row");
+    tp::map([value] { return value; }, v);
+    tp::commit_smem();
+    tp::copy_smem_to_gmem(v, out, tp::idx(k.axis_index("row") * k.axis_size("wg") + k.axis_index("wg"), k.axis_index("col")));
+    tp::wait_smem_to_gmem<0>();
+  }
+};
+
+}  // namespace
+
+TEST(KernelEntry, NamedGridAndWarpgroupAxes) {
+  const int rows = 3, cols = 2;
+  const auto out = tp::kernel(thread_name_kernel{}, {.grid = {rows, cols}, .grid_names = {"row", "col"}},
+                              tp::out_type<float>(rows * 2 * 8, cols * 32))(test::dev());
+  const auto h = out.to_host();
+  for (int r = 0; r < rows * 2 * 8; ++r)
+    for (int c = 0; c < cols * 32; ++c) {
+      const int row = r / 16, wg = (r / 8) % 2, col = c / 32;
+      ASSERT_EQ(h[r * cols * 32 + c], 1000.0f * row + 100.0f * col + 10.0f * wg + 2 + 0.5f * rows) << r << ", " << c;
+    }
+  const std::string clash = test::error_of([&] {
+    tp::kernel(thread_name_kernel{}, {.grid = {rows, cols}, .grid_names = {"wg", "col"}}, tp::out_type<float>(96, 64))(test::dev());
+  });
+  EXPECT_NE(clash.find("thread_name 'wg' is also the name of grid axis 0"), std::string::npos) << clash;
+}

@@ -19,6 +19,7 @@ struct grid_info {
   int rank = 1;
   int extent[max_grid_rank] = {1, 1, 1};
   char names[max_grid_rank][max_axis_name] = {};
+  char thread_name[max_axis_name] = {};  // the kernel's name for its warpgroups (Pallas' thread_name)
   int num_warpgroups = 1;
   failure_channel failure;  // where failed checks report on the GPU
 #if TP_PROFILE
@@ -43,11 +44,15 @@ class kernel_context {
     for (int a = 0; a < max_grid_rank; ++a) cta_[a] = cta[a];
   }
 
-  /// Index of this CTA along grid axis `axis` (Pallas' lax.axis_index).
+  /// Index of this CTA along grid axis `axis` (Pallas' lax.axis_index). By name, also the
+  /// warpgroup axis when the kernel names it (`static constexpr const char* thread_name`):
+  /// axis_index(thread_name) is thread_index(), axis_size(thread_name) num_threads().
   TP_HD int axis_index(int axis) const { return cta_[axis]; }
-  TP_HD int axis_index(const char* name) const { return cta_[axis_of(name)]; }
+  TP_HD int axis_index(const char* name) const { return names_threads(name) ? thread_index() : cta_[axis_of(name)]; }
   TP_HD int axis_size(int axis) const { return grid_->extent[axis]; }
-  TP_HD int axis_size(const char* name) const { return grid_->extent[axis_of(name)]; }
+  TP_HD int axis_size(const char* name) const {
+    return names_threads(name) ? num_threads() : grid_->extent[axis_of(name)];
+  }
 
   /// Which warpgroup ("thread" in Pallas' sense) runs this code, and how many there are.
   TP_HD int thread_index() const { return prim::warpgroup_index(); }
@@ -157,12 +162,16 @@ class kernel_context {
   }
 
  private:
+  /// Whether `name` equals a stored (NUL-terminated, max_axis_name) name.
+  TP_HD static bool is_named(const char* name, const char (&stored)[max_axis_name]) {
+    int i = 0;
+    while (i < max_axis_name && name[i] != 0 && name[i] == stored[i]) ++i;
+    return i < max_axis_name && name[i] == 0 && stored[i] == 0;
+  }
+  TP_HD bool names_threads(const char* name) const { return grid_->thread_name[0] != 0 && is_named(name, grid_->thread_name); }
   TP_HD int axis_of(const char* name) const {
-    for (int a = 0; a < grid_->rank; ++a) {
-      int i = 0;
-      while (i < max_axis_name && name[i] != 0 && name[i] == grid_->names[a][i]) ++i;
-      if (i < max_axis_name && name[i] == 0 && grid_->names[a][i] == 0) return a;
-    }
+    for (int a = 0; a < grid_->rank; ++a)
+      if (is_named(name, grid_->names[a])) return a;
     prim::fail(grid_->failure, "no grid axis is named '%s'", name);
     return 0;
   }

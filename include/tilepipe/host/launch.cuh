@@ -2,6 +2,7 @@
 // operator takes the kernel_context and then its parameters:
 //     struct my_kernel {
 //       static constexpr int num_threads = 1;            // warpgroups per CTA (default 1)
+//       static constexpr const char* thread_name = "wg"; // optional: axis_index("wg") is the warpgroup
 //       TP_HD void operator()(tp::kernel_context& k, tp::gmem<bf16, 2, tile_a> a, ...,
 //                             tp::smem<bf16, tile_c> scratch, tp::barriers<2> bars) const;
 //     };
@@ -483,6 +484,15 @@ class kernel_launcher {
                                   max_axis_name - 1);
         std::memcpy(g.names[a], cfg_.grid_names[a].c_str(), cfg_.grid_names[a].size() + 1);
       }
+    }
+    if constexpr (requires { K::thread_name; }) {
+      const std::string name = K::thread_name;
+      if (name.empty() || name.size() >= static_cast<std::size_t>(max_axis_name))
+        detail::throw_formatted("the kernel's thread_name '%s' must have 1 to %d characters", name.c_str(), max_axis_name - 1);
+      for (std::size_t a = 0; a < cfg_.grid_names.size(); ++a)
+        if (cfg_.grid_names[a] == name)
+          detail::throw_formatted("the kernel's thread_name '%s' is also the name of grid axis %zu", name.c_str(), a);
+      std::memcpy(g.thread_name, name.c_str(), name.size() + 1);
     }
   }
 
