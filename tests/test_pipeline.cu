@@ -402,3 +402,44 @@ TEST(KernelEntry, NamedGridAndWarpgroupAxes) {
   });
   EXPECT_NE(clash.find("thread_name 'wg' is also the name of grid axis 0"), std::string::npos) << clash;
 }
+
+// ---- scratch scoped to a call (Pallas' run_scoped) ----------------------------------------
+
+namespace {
+
+/// Two rounds, each with its own scoped input and output buffers and barrier: warpgroup 0
+/// loads block `round` of x, warpgroup 1 writes 2 x + round to block `round` of y. The
+/// second round gets the first round's bytes again, and the allocator is back where it was.
+struct scoped_kernel {
+  static constexpr int num_threads = 2;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile8x32> x, tp::gmem<float, 2, tile8x32> y) const {
+    using view = tp::smem<float, tile8x32>;
+    const std::uint32_t before = k.smem_mark();
+    const float* first_in = nullptr;
+    for (int round = 0; round < 2; ++round) {
+      const float* in_at = tp::run_scoped<view, view, tp::barriers<1>>(k, [&](view in, view out, tp::barriers<1> bars) {
+        if (k.thread_index() == 0) tp::copy_gmem_to_smem(x, tp::idx(round, 0), in, bars[0]);
+        tp::barrier_wait(bars[0], 0);  // a fresh barrier every round: its first phase
+        if (k.thread_index() == 1) {
+          tp::map([round](float v) { return 2 * v + round; }, out, in);
+          tp::commit_smem();
+          tp::copy_smem_to_gmem(out, y, tp::idx(round, 0));
+          tp::wait_smem_to_gmem<0>();
+        }
+        return static_cast<const float*>(in.base);
+      });
+      if (round == 0) first_in = in_at;
+      TP_REQUIRE(in_at == first_in, "round %d's scoped buffer is not the first round's", round);
+      TP_REQUIRE(k.smem_mark() == before, "run_scoped left %u bytes allocated", k.smem_mark() - before);
+    }
+  }
+};
+
+}  // namespace
+
+TEST(KernelEntry, RunScopedScratch) {
+  const auto hx = test::random_values<float>(16 * 32);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {16, 32}, hx);
+  const auto y = tp::kernel(scoped_kernel{}, {}, tp::out_type<float>(16, 32))(test::dev(), x).to_host();
+  for (int i = 0; i < 16 * 32; ++i) ASSERT_EQ(y[i], 2 * hx[i] + i / (8 * 32)) << "element " << i;
+}
