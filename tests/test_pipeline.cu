@@ -443,3 +443,32 @@ TEST(KernelEntry, RunScopedScratch) {
   const auto y = tp::kernel(scoped_kernel{}, {}, tp::out_type<float>(16, 32))(test::dev(), x).to_host();
   for (int i = 0; i < 16 * 32; ++i) ASSERT_EQ(y[i], 2 * hx[i] + i / (8 * 32)) << "element " << i;
 }
+
+// ---- an input updated in place (Pallas' input_output_aliases) ------------------------------
+
+namespace {
+
+/// x += 1 block by block: the output parameter is the input, aliased at the launch.
+struct increment_kernel {
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile8x32> x, tp::gmem<float, 2, tile8x32> y) const {
+    auto body = [](auto, auto xs, auto ys) { tp::map([](float v) { return v + 1; }, ys, xs); };
+    auto s = tp::spec<tile8x32>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline(body, tp::grid(static_cast<int>(x.shape[0] / 8)), tp::in_specs(s), tp::out_specs(s),
+                      tp::max_concurrent_steps<3>)(k, x, y);
+  }
+};
+
+}  // namespace
+
+TEST(KernelEntry, InputOutputAliasing) {
+  const auto hx = test::random_values<float>(64 * 32);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {64, 32}, hx);
+  const tp::tensor_view<float, 2> y =
+      tp::kernel(increment_kernel{}, {}, tp::aliased<0>(tp::out_type<float>(64, 32)))(test::dev(), x);
+  EXPECT_EQ(y.data, x.data());  // no copy: the input itself
+  const auto hy = x.to_host();
+  for (int i = 0; i < 64 * 32; ++i) ASSERT_EQ(hy[i], hx[i] + 1) << "element " << i;
+  const std::string e = test::error_of(
+      [&] { tp::kernel(increment_kernel{}, {}, tp::aliased<0>(tp::out_type<float>(64, 16)))(test::dev(), x); });
+  EXPECT_NE(e.find("input 0 has shape (64, 32) but the output aliasing it is declared (64, 16)"), std::string::npos) << e;
+}

@@ -57,6 +57,19 @@ out_type_t<T, sizeof...(D)> out_type(D... dims) {
   return {{static_cast<long long>(dims)...}};
 }
 
+/// An output that is input `Input` updated in place (Pallas' input_output_aliases): the
+/// launch binds that input to the output's parameter too, allocates nothing, and returns a
+/// tensor_view of the input. Its element type and shape must be the input's.
+///     auto x_view = tp::kernel(k, cfg, tp::aliased<0>(tp::out_type<float>(M, N)))(dev, x);
+template <int Input, class T, int R>
+struct aliased_t {
+  out_type_t<T, R> type;
+};
+template <int Input, class T, int R>
+aliased_t<Input, T, R> aliased(out_type_t<T, R> type) {
+  return {type};
+}
+
 namespace launch_detail {
 
 template <class P>
@@ -323,12 +336,14 @@ class kernel_launcher {
   kernel_launcher(K k, launch_config cfg, Outs... outs) : k_(k), cfg_(std::move(cfg)), outs_(outs...) {}
 
   /// Launches on `dev` with the given inputs (tensors or tensor_views); returns the
-  /// outputs it allocated: nothing, one tensor, or a std::tuple of them.
+  /// outputs: nothing, one, or a std::tuple of them (a tensor it allocated, or a view of
+  /// the input an aliased output updates).
   template <class... In>
   auto operator()(const device& dev, const In&... inputs) const {
     static_assert(sizeof...(In) + sizeof...(Outs) == kp_type::num_gmem,
                   "tilepipe: a kernel launch binds one tensor (input or out_type) to every tp::gmem parameter");
-    auto outputs = std::apply([&](const auto&... o) { return std::make_tuple(make_output(dev, o)...); }, outs_);
+    const auto in = std::tie(inputs...);
+    auto outputs = std::apply([&](const auto&... o) { return std::make_tuple(make_output(dev, o, in)...); }, outs_);
     std::apply([&](const auto&... o) { launch(dev, inputs..., o...); }, outputs);
     if constexpr (sizeof...(Outs) == 0) return;
     else if constexpr (sizeof...(Outs) == 1) return std::move(std::get<0>(outputs));
@@ -382,11 +397,29 @@ class kernel_launcher {
   }
 #endif
 
-  template <class T, int R>
-  static tensor<T, R> make_output(const device& dev, const out_type_t<T, R>& o) {
+  template <class T, int R, class Inputs>
+  static tensor<T, R> make_output(const device& dev, const out_type_t<T, R>& o, const Inputs&) {
     tensor<T, R> t(dev, o.shape);
     t.poison();
     return t;
+  }
+
+  template <int I, class T, int R, class Inputs>
+  static tensor_view<T, R> make_output(const device&, const aliased_t<I, T, R>& o, const Inputs& in) {
+    static_assert(I >= 0 && I < static_cast<int>(std::tuple_size_v<Inputs>),
+                  "tilepipe: aliased<I>: the launch has no input I");
+    using given = launch_detail::argument_traits<std::remove_cvref_t<std::tuple_element_t<I, Inputs>>>;
+    static_assert(std::is_same_v<typename given::value_type, T> && given::rank == R,
+                  "tilepipe: aliased<I>(out_type<T>(...)): input I has another element type or rank than the output");
+    const tensor_view<T, R> v = launch_detail::as_view(std::get<I>(in));
+    if (v.shape != o.type.shape) {
+      std::string in_shape, out_shape;
+      for (int d = 0; d < R; ++d)
+        in_shape += (d ? ", " : "") + std::to_string(v.shape[d]), out_shape += (d ? ", " : "") + std::to_string(o.type.shape[d]);
+      detail::throw_formatted("aliased output: input %d has shape (%s) but the output aliasing it is declared (%s)", I,
+                              in_shape.c_str(), out_shape.c_str());
+    }
+    return v;
   }
 
   template <class... A>

@@ -131,7 +131,7 @@ TP_HD TP_FORCEINLINE void map(F&& f, const Out& out, const In&... in) {
       for (int i = first; i < chunks; i += step) {
         const int in_panel = (i / per_panel) * (L::panel_bytes / 16) + i % per_panel;
         detail::chunk16 vals[sizeof...(In) > 0 ? sizeof...(In) : 1];
-        for (std::size_t k = 0; k < sizeof...(In); ++k) vals[k] = srcs[k][in_panel + in_row_chunk0[k]];
+        for (int k = 0; k < static_cast<int>(sizeof...(In)); ++k) vals[k] = srcs[k][in_panel + in_row_chunk0[k]];
         o[in_panel + row_chunk0] = detail::map_chunk<T, vec>(f, vals, std::index_sequence_for<In...>{});
       }
       return;
