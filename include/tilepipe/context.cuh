@@ -131,6 +131,13 @@ class kernel_context {
     if (profile_records(kind)) profile_.span(kind, begin, operand, step);
 #endif
   }
+  /// Runs wait() and records it as a span of `kind` (one record), when this build records it.
+  template <class Wait>
+  TP_HD void profile_wait(profile_kind kind, int operand, long long step, Wait&& wait) const {
+    const std::uint64_t from = profile_clock(kind);
+    wait();
+    profile_span(kind, from, operand, step);
+  }
   TP_HD void profile_begin(profile_kind kind, int operand = -1, long long step = -1) const {
     profile(kind, profile_phase::begin, operand, step);
   }

@@ -179,14 +179,10 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // the wgmma groups a delayed release left in flight must be done with the slots
     // before the slots' memory is handed to anything else.
     if (leader) {
-      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_store);
-      prim::bulk_wait<0>();
-      k.profile_span(profile_kind::wait_store, wait_from);
+      k.profile_wait(profile_kind::wait_store, -1, -1, [&] { prim::bulk_wait<0>(); });
     }
     if constexpr (max_delay > 0) {
-      const std::uint64_t wait_from = k.profile_clock(profile_kind::wgmma_wait);
-      prim::wgmma_wait<0>();
-      k.profile_span(profile_kind::wgmma_wait, wait_from);
+      k.profile_wait(profile_kind::wgmma_wait, -1, -1, [&] { prim::wgmma_wait<0>(); });
     }
     sync_all();
     if (leader) for_each(ins, [&](auto& op, int) { op.inval_barriers(); });

@@ -232,9 +232,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     if (reader.slot >= 0 && b == last) return;
     last = b;
     reader.advance(slots);
-    const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_ready);
-    prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
-    k.profile_span(profile_kind::wait_ready, wait_from, operand, s);
+    k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
+      prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
+    });
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -271,9 +271,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     reader.advance(slots);
     if (leader) {
       check_output_run(failure, spec->index_map, grid, b, s, operand);
-      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_output);
-      prim::bulk_wait_read<slots - 1>();
-      k.profile_span(profile_kind::wait_output, wait_from, operand, s);
+      k.profile_wait(profile_kind::wait_output, operand, s, [&] { prim::bulk_wait_read<slots - 1>(); });
       prim::poison(slot_ptr(reader.slot), layout::bytes);
     }
     prim::note_block(slot_ptr(reader.slot), b.v);
@@ -348,10 +346,10 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   block_index last{};
   int recent_slots[delay + 1] = {};
   bool recent_ends[delay + 1] = {};
-  // memory side: the slot of the last fetch, its block, the next step to fetch for, and
-  // (for no_pipelining) the parity each slot's next fill completes
+  // memory side: the slot of the last fetch (and the phases of its empty barriers), its
+  // block, the next step to fetch for, and (for no_pipelining) the full barriers' phases
   slot_cursor filler;
-  std::uint32_t fill_parity = 0;
+  slot_cursor landing;
   block_index fill_last{};
   index<Grid::rank> fill_at{};
   long long fill_step = 0;
@@ -383,9 +381,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
       filler.advance(slots);
       const int f = filler.slot;
       if (filler.reused()) {
-        const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_consumed);
-        prim::mbarrier_wait(bars.empty + f, filler.take_phase());
-        k.profile_span(profile_kind::wait_consumed, wait_from, operand, fill_step);
+        k.profile_wait(profile_kind::wait_consumed, operand, fill_step, [&] {
+          prim::mbarrier_wait(bars.empty + f, filler.take_phase());
+        });
       }
       if (prim::leader()) {
         prim::mbarrier_arrive_expect_tx(bars.full + f, layout::bytes);  // the whole block lands here
@@ -395,8 +393,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
       k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
-      const std::uint32_t landed = (fill_parity >> f) & 1u;
-      fill_parity ^= 1u << f;
+      const std::uint32_t landed = landing.take_phase(f);
       if (prim::no_pipelining()) prim::mbarrier_wait(bars.full + f, landed, {f, fill_step});
     }
     grid.increment(fill_at);
@@ -407,9 +404,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   TP_HD void drain(const kernel_context& k) {
     for (int s = 0; s < slots; ++s)
       if ((filler.used >> s) & 1u) {
-        const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_consumed);
-        prim::mbarrier_wait(bars.empty + s, filler.take_phase(s));
-        k.profile_span(profile_kind::wait_consumed, wait_from, operand);
+        k.profile_wait(profile_kind::wait_consumed, operand, -1, [&] {
+          prim::mbarrier_wait(bars.empty + s, filler.take_phase(s));
+        });
         filler.used &= ~(1u << s);
       }
   }
@@ -423,9 +420,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     if (first_of_call || !(b == last)) {
       last = b;
       reader.advance(slots);
-      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_ready);
-      prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
-      k.profile_span(profile_kind::wait_ready, wait_from, operand, s);
+      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
+        prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
+      });
     }
     return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
   }
@@ -505,9 +502,9 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
       last = b;
       writer.advance(slots);
       if (writer.reused()) {
-        const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_output);
-        prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
-        k.profile_span(profile_kind::wait_output, wait_from, operand);
+        k.profile_wait(profile_kind::wait_output, operand, -1, [&] {
+          prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
+        });
       }
       prim::note_block(slot_ptr(writer.slot), b.v);
     }
@@ -536,9 +533,9 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
       storer.advance(slots);
     }
     if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
-    const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_written);
-    prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
-    k.profile_span(profile_kind::wait_written, wait_from, operand, s);
+    k.profile_wait(profile_kind::wait_written, operand, s, [&] {
+      prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
+    });
     if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(storer.slot), {"output", operand, s, failure});
     k.profile(profile_kind::store, profile_phase::instant, operand, s);
     return true;
@@ -550,9 +547,9 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   TP_HD void free_stored(bool stored_now, const kernel_context& k) {
     if (!stored_now) return;
     if (InFlight == 0 || pending >= 0) {
-      const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_store);
-      if (prim::leader()) prim::bulk_wait_read<InFlight>();
-      k.profile_span(profile_kind::wait_store, wait_from, operand);
+      k.profile_wait(profile_kind::wait_store, operand, -1, [&] {
+        if (prim::leader()) prim::bulk_wait_read<InFlight>();
+      });
       const int s = InFlight == 0 ? storer.slot : pending;
       if (prim::leader()) {
         prim::poison(slot_ptr(s), layout::bytes);
@@ -564,12 +561,12 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
 
   TP_HD void drain(const kernel_context& k) {
     if (pending < 0) return;
-    const std::uint64_t wait_from = k.profile_clock(profile_kind::wait_store);
-    if (prim::leader()) {
-      prim::bulk_wait_read<0>();
-      prim::mbarrier_arrive(bars.empty + pending);
-    }
-    k.profile_span(profile_kind::wait_store, wait_from, operand);
+    k.profile_wait(profile_kind::wait_store, operand, -1, [&] {
+      if (prim::leader()) {
+        prim::bulk_wait_read<0>();
+        prim::mbarrier_arrive(bars.empty + pending);
+      }
+    });
     pending = -1;
   }
 };

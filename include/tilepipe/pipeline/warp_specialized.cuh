@@ -338,9 +338,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     }
     constexpr int max_delay = input_maxima<typename Alloc::in_tuple>::delay;
     if constexpr (max_delay > 0) {
-      const std::uint64_t wait_from = k.profile_clock(profile_kind::wgmma_wait);
-      prim::wgmma_wait<0>();
-      k.profile_span(profile_kind::wgmma_wait, wait_from);
+      k.profile_wait(profile_kind::wgmma_wait, -1, -1, [&] { prim::wgmma_wait<0>(); });
     }
     for_each(a.ins, [&](auto& op, int) { op.release_tail(steps, k); });
     prim::annotate_step(outer_step);
