@@ -73,6 +73,9 @@ TP_HD TP_FORCEINLINE void fail(failure_channel channel, const char* format, A...
 // ---- execution barriers ----------------------------------------------------------------
 /// bar.sync among `threads` threads (whole warpgroups) on named barrier `id`.
 TP_HD TP_FORCEINLINE void named_barrier_sync(int id, int threads);
+/// bar.arrive: the calling warpgroup counts towards named barrier `id`'s `threads` without
+/// waiting (a producer's signal to warpgroups that bar.sync on it).
+TP_HD TP_FORCEINLINE void named_barrier_arrive(int id, int threads);
 /// All threads of all CTAs of the cluster: barrier initialisations and SMEM writes before it are visible to
 /// every CTA after it.
 TP_HD TP_FORCEINLINE void cluster_sync();

@@ -82,6 +82,22 @@ struct gmem_ref {
   }
 };
 
+/// The 2-D view of dimensions D0 (rows) and D1 (columns) of a view whose other dimensions
+/// have extent 1 (a slice with .at): tp::plane<1, 3>(o.at(ds(b, 1), rows, ds(h, 1), cols))
+/// is o[b, rows, h, cols]. It has no tensor maps: for stores from registers, not for TMA.
+template <int D0, int D1, class T, int R, class... Tiles>
+TP_HD gmem_ref<T, 2> plane(const gmem_ref<T, R, Tiles...>& g) {
+  static_assert(D0 >= 0 && D0 < D1 && D1 < R, "tilepipe: plane<D0, D1>: two dimensions of the view, D0 < D1");
+  for (int d = 0; d < R; ++d)
+    TP_REQUIRE(d == D0 || d == D1 || g.shape[d] == 1,
+               "plane<%d, %d> of a view whose dimension %d has extent %lld: slice it to 1 first", D0, D1, d, g.shape[d]);
+  gmem_ref<T, 2> r;
+  r.data = g.data;
+  r.shape[0] = g.shape[D0], r.shape[1] = g.shape[D1];
+  r.stride[0] = g.stride[D0], r.stride[1] = g.stride[D1];
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------
 // Shared memory
 

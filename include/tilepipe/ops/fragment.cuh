@@ -31,6 +31,11 @@ struct row_vector {
 #pragma unroll
     for (int s = 0; s < slots; ++s) f(v[s], registers::row(s));
   }
+  template <class F>
+  TP_HD TP_FORCEINLINE void for_each(F&& f) const {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) f(v[s], registers::row(s));
+  }
 };
 
 template <class V>

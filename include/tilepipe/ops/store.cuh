@@ -52,6 +52,24 @@ TP_HD TP_FORCEINLINE void store(const Ref& dst, const fragment<T, M, N>& f) {
   }
 }
 
+/// Writes a fragment into a 2-D GMEM view, converting to the view's type; rows and columns
+/// past the view's extent are dropped, as TMA drops them. For epilogues that cannot use TMA
+/// (the rows of a packed sequence end anywhere): each thread stores its own elements.
+template <class T, int M, int N, class U, class... Tiles>
+TP_HD TP_FORCEINLINE void store(const gmem_ref<U, 2, Tiles...>& dst, const fragment<T, M, N>& f) {
+  f.for_each([&](const T& x, int r, int c) {
+    if (r < dst.shape[0] && c < dst.shape[1]) dst.data[r * dst.stride[0] + c * dst.stride[1]] = from_float<U>(to_float(x));
+  });
+}
+
+/// Writes a row vector into a 1-D GMEM view (rows past its extent dropped).
+template <int M, class... Tiles>
+TP_HD TP_FORCEINLINE void store(const gmem_ref<float, 1, Tiles...>& dst, const row_vector<M>& rv) {
+  rv.for_each([&](float x, int r) {
+    if (r < dst.shape[0]) dst.data[r * dst.stride[0]] = x;
+  });
+}
+
 /// Reads an SMEM view into a fragment of type T.
 template <class T, class Ref>
 TP_HD TP_FORCEINLINE fragment<T, Ref::rows, Ref::cols> load(const Ref& src) {

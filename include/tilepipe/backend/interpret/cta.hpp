@@ -308,27 +308,37 @@ class cta_state {
   }
 
   // ---- named barriers (bar.sync) ---------------------------------------------------
-  void named_barrier_sync(int wg, int id, int threads) {
+  /// bar.sync (wait = true) or bar.arrive (wait = false) of warpgroup wg's 128 threads.
+  /// The arrivals publish what their warpgroups did before; the waiters see all of it.
+  void named_barrier_sync(int wg, int id, int threads, bool wait = true) {
     if (id != cluster_barrier_key) id += named_ids * rank_of(wg);  // each CTA has its own 16 barriers
     auto& nb = named_[id];
     if (nb.arrived == 0) nb.threads = threads;
     if (nb.threads != threads)
       detail::throw_formatted("named barrier %d used with %d and %d threads at once", id, nb.threads, threads);
+    if (nb.who & (1u << wg))
+      detail::throw_formatted("named barrier %d: warpgroup %d arrived twice in one phase (%d of %d threads arrived): "
+                              "on the GPU its threads would count as others'",
+                              id % named_ids, wg, nb.arrived, threads);
     nb.arrived += 128;
     nb.who |= 1u << wg;
+    if (wait) ++nb.waiting;
     if (det_) det_->release(wg, nb.gathering);
     if (nb.arrived == threads) {
+      const int others = nb.waiting - (wait ? 1 : 0);  // blocked waiters, woken below
       if (det_) {
-        det_->acquire(wg, nb.gathering);
-        if (threads > 128) nb.released[nb.generation] = {nb.gathering, threads / 128 - 1};
+        if (wait) det_->acquire(wg, nb.gathering);
+        if (others > 0) nb.released[nb.generation] = {nb.gathering, others};
         nb.gathering.clear();
       }
       nb.arrived = 0;
       nb.who = 0;
+      nb.waiting = 0;
       ++nb.generation;
       sched.yield(wg);  // the others resume first if their index is lower
       return;
     }
+    if (!wait) return;
     const std::uint64_t gen = nb.generation;
     sched.block_until(wg, [this, id, gen] { return named_[id].generation != gen; },
                       [this, id, threads] {
@@ -679,6 +689,7 @@ class cta_state {
   struct named_state {
     int threads = 0;
     int arrived = 0;
+    int waiting = 0;   // warpgroups of this generation that wait (bar.sync), not only arrive
     unsigned who = 0;  // warpgroups arrived in this generation
     std::uint64_t generation = 0;
     vector_clock gathering;  // what the arrivals of this generation published

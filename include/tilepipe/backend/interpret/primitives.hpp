@@ -47,6 +47,9 @@ TP_HD TP_FORCEINLINE void fail(failure_channel, const char* format, A... args) {
 TP_HD TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
   interpret::cta().named_barrier_sync(interpret::current().wg, id, threads);
 }
+TP_HD TP_FORCEINLINE void named_barrier_arrive(int id, int threads) {
+  interpret::cta().named_barrier_sync(interpret::current().wg, id, threads, false);
+}
 TP_HD TP_FORCEINLINE void cluster_sync() { interpret::cta().cluster_sync(interpret::current().wg); }
 // A warpgroup is one host thread: nothing to synchronise.
 TP_HD TP_FORCEINLINE void warpgroup_sync() {}

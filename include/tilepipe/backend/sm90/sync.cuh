@@ -64,6 +64,11 @@ TP_DEVICE TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+/// bar.arrive: counts the calling threads on a named barrier without waiting for it.
+TP_DEVICE TP_FORCEINLINE void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 /// A flag in global memory that CTAs of one grid exchange (stream-K partial sums).
 using gpu_flag = cuda::atomic_ref<unsigned, cuda::thread_scope_device>;
 

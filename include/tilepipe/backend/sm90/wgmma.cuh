@@ -18,6 +18,15 @@ TP_DEVICE TP_FORCEINLINE void wgmma_wait() {
 /// Keeps the compiler from moving accesses of an accumulator register across a wgmma wait.
 TP_DEVICE TP_FORCEINLINE void fence_register(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 TP_DEVICE TP_FORCEINLINE void fence_register(std::uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+/// A 16-bit value (an element of a bf16 / f16 fragment, e.g. wgmma's register A operand).
+template <class T>
+  requires(sizeof(T) == 2)
+TP_DEVICE TP_FORCEINLINE void fence_register(T& r) {
+  unsigned short u;
+  memcpy(&u, &r, 2);
+  asm volatile("" : "+h"(u)::"memory");
+  memcpy(&r, &u, 2);
+}
 
 template <int Regs>
 TP_DEVICE TP_FORCEINLINE void setmaxnreg_inc() {

@@ -1,0 +1,282 @@
+// Flash attention forward, FlashAttention-3's schedule written with tilepipe's pipeline:
+//     O = softmax(scale * Q K^T + mask) V,   LSE = ln sum_keys exp(scale * Q K^T + mask)   (per query row)
+//
+//     tp::attention_forward(dev, q, k, v, o, {.causal = true});          // [B, S, H, D] tensors
+//     tp::attention_forward_varlen(dev, q, k, v, o, cu_q, cu_k, max_sq);  // packed [total, H, D]
+//
+// One CTA per SM loops over tiles of 128 query rows of one head (sched/attention_tiles.cuh:
+// heaviest first under a causal or local mask). Each tile is one warp-specialised pipeline
+// over its KV blocks: the memory warpgroup loads Q once (a stationary input) and streams K
+// and V through two slots each; the two compute warpgroups own 64 query rows each. At step
+// s a compute warpgroup
+//   1. takes its turn (tp::turn_order): issues S = Q K[s]^T and O += P[s-1] V[s-1], passes
+//      the turn — the other warpgroup's wgmmas run while this one does its softmax (ping-pong);
+//   2. waits for S only (P V stays in flight: overlap inside the warpgroup), masks the
+//      ragged, causal and window edges, and updates the online softmax in log2 units with
+//      the scale folded into one FMA per element (exp2(s * scale log2 e - m));
+//   3. waits for P V, rescales O, and converts P to 16 bits in registers: the A operand of
+//      the next P V wgmma (the accumulator layout is the A-fragment layout), no SMEM trip.
+// V lags K by one step (its index map is max(s - 1, 0), and the grid has one more step than
+// KV blocks), so every block is released by the step whose wgmmas read it.
+// The epilogue divides by the row sums and stores O and LSE from registers with the rows
+// clipped to the sequence (a packed sequence ends anywhere: no TMA store).
+#pragma once
+
+#include "../ops/turn_order.cuh"
+#include "../sched/attention_tiles.cuh"
+#include "../tilepipe.cuh"
+
+#include <cmath>
+
+namespace tilepipe {
+
+/// What attention computes; the shapes come from the tensors. Masks are aligned to the
+/// bottom right when Sq != Sk (FlashAttention 2/3): query row i sees keys j with
+/// i + Sk - Sq - window_left <= j <= i + Sk - Sq + window_right.
+struct attention_options {
+  float scale = 0.0f;     // softmax scale; 0: 1 / sqrt(head_dim)
+  bool causal = false;    // window_right = 0
+  int window_left = -1;   // -1: unbounded
+  int window_right = -1;  // -1: unbounded
+  float* lse = nullptr;   // optional f32 log-sum-exp out: [B, Hq, Sq], or [Hq, total_q] for varlen
+  void* stream = nullptr; // cudaStream_t (GPU)
+};
+
+/// KV block rows per head dimension: what fits the registers and SMEM with Q, two K and two
+/// V slots (docs/benchmarks.md, attention).
+template <int D>
+inline constexpr int attention_block_n = D == 256 ? 80 : 128;
+
+template <class T, int D, int BN = attention_block_n<D>>
+struct attention_kernel {
+  static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
+  static constexpr warp_specialization<2, 24> ws{};  // two compute warpgroups, the memory one last
+  static constexpr int num_threads = ws.num_threads;
+  static constexpr int BM = 128, WM = 64;  // query rows per tile and per compute warpgroup
+  using q_tile = tile<block<squeezed, element(BM), squeezed, D>, swizzle<128>>;
+  using kv_tile = tile<block<squeezed, element(BN), squeezed, D>, swizzle<128>>;
+
+  attention_tile_order tiles;
+  int seqlen_q = 0, seqlen_k = 0;                       // fixed-length batches
+  const int* cu_seqlens_q = nullptr;                    // varlen: sequence b is rows
+  const int* cu_seqlens_k = nullptr;                    //   [cu[b], cu[b + 1]) of the packed tensors
+  int group = 1;                                        // query heads per KV head
+  float scale_log2 = 0.0f;                              // scale * log2(e)
+  int window_left = -1, window_right = -1;
+  float* lse = nullptr;
+  long long lse_head_stride = 0, lse_batch_stride = 0;  // varlen: the batch's rows start at cu_seqlens_q[b]
+
+  /// Where sequence b lives: its batch index in the 4-D tensors, first row and length.
+  struct sequence {
+    int batch, q0, sq, k0, sk;
+  };
+  TP_HD sequence sequence_of(int b) const {
+    if (cu_seqlens_q) {
+      const int q0 = cu_seqlens_q[b], k0 = cu_seqlens_k[b];
+      return {0, q0, cu_seqlens_q[b + 1] - q0, k0, cu_seqlens_k[b + 1] - k0};
+    }
+    return {b, 0, seqlen_q, 0, seqlen_k};
+  }
+
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 4, q_tile> q, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v,
+                        gmem<T, 4> o) const {
+    const int ci = ws.compute_index(ctx);
+    const turn_order<2> turns{ci};
+    accumulator<WM, D> acc_o;  // the compute warpgroups' state
+    fragment<T, WM, BN> p;
+    row_vector<WM> m, l;
+
+    auto tile_pipeline = [&](attention_tile t) {
+      const sequence seq = sequence_of(t.batch);
+      const int row0 = t.m_block * BM;  // the tile's first query row in its sequence
+      const int tile_rows = seq.sq - row0 < BM ? (seq.sq - row0 > 0 ? seq.sq - row0 : 0) : BM;
+      // The KV blocks any of the tile's rows sees.
+      const int shift = seq.sk - seq.sq, last_row = row0 + tile_rows - 1;
+      const int key_end = window_right >= 0 ? min(seq.sk, last_row + shift + window_right + 1) : seq.sk;
+      const int key_begin = window_left >= 0 ? max(0, row0 + shift - window_left) : 0;
+      const int n_lo = key_begin / BN, n_hi = key_end > 0 ? (key_end + BN - 1) / BN : 0;
+      const int blocks = tile_rows > 0 && n_hi > n_lo ? n_hi - n_lo : 0;
+      const int steps = blocks > 0 ? blocks + 1 : 0;  // V lags K by one step
+      const int kv_head = t.head / group;
+
+      auto body = [&, seq, n_lo, blocks, shift, q_first = row0 + ci * WM](index<1> at, auto q_s, auto k_s, auto v_s) {
+        const int s = at[0];
+        const bool has_qk = s < blocks, has_pv = s > 0;
+        accumulator<WM, BN> acc_s;
+        turns.take([&] {
+          if (has_qk) wgmma(acc_s, rows<WM>(q_s, ci * WM), transpose(k_s), false);
+          if (has_pv) wgmma(acc_o, p, v_s);
+        });
+        if (!has_qk) return wgmma_wait<0>(acc_o, p);
+        if (has_pv) wgmma_wait<1>(acc_s);
+        else wgmma_wait<0>(acc_s);
+        // Mask the keys past the sequence and outside the causal / local window.
+        const int key0 = (n_lo + s) * BN;
+        const bool ragged = key0 + BN > seq.sk;
+        const bool above = window_right >= 0 && key0 + BN - 1 > q_first + shift + window_right;
+        const bool below = window_left >= 0 && key0 < q_first + WM - 1 + shift - window_left;
+        if (ragged || above || below) {
+          acc_s = map(acc_s, [&](float x, int r, int c) {
+            const int key = key0 + c, row = q_first + r + shift;
+            const bool seen = key < seq.sk && (window_right < 0 || key <= row + window_right) &&
+                              (window_left < 0 || key >= row - window_left);
+            return seen ? x : -INFINITY;
+          });
+        }
+        // Online softmax in log2 units: m is the running max of s * scale * log2(e).
+        const row_vector<WM> m_new = max(m, row_max(acc_s) * scale_log2);
+        const row_vector<WM> m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
+        const row_vector<WM> alpha = exp2(m - m_use);
+        const float sl2 = scale_log2;
+        const auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
+        l = l * alpha + row_sum(probs);
+        m = m_new;
+        if (has_pv) wgmma_wait<0>(acc_o, p);
+        acc_o = acc_o * alpha;
+        p = cast<T>(probs);
+      };
+
+      auto context = compute_context([&, seq, t, row0, tile_rows](auto pipeline) {
+        acc_o = zeros<float, WM, D>();
+        m = full<row_vector<WM>>(-INFINITY);
+        l = full<row_vector<WM>>(0.0f);
+        pipeline();
+        acc_o = acc_o * map(l, [](float x) { return x > 0.0f ? 1.0f / x : 0.0f; });
+        const int my_row0 = row0 + ci * WM, my_rows = tile_rows - ci * WM < WM ? (tile_rows - ci * WM > 0 ? tile_rows - ci * WM : 0) : WM;
+        if (my_rows == 0) return;
+        store(plane<1, 3>(o.at(ds{seq.batch, 1}, ds{seq.q0 + my_row0, my_rows}, ds{t.head, 1}, ds{0, D})), acc_o);
+        if (lse) {
+          const auto lse_rows = zip(m, l, [](float mx, float sum) {
+            return sum > 0.0f ? (mx + log2f(sum)) * 0.69314718f : -INFINITY;
+          });
+          const long long first = (cu_seqlens_q ? seq.q0 : t.batch * lse_batch_stride) + t.head * lse_head_stride + my_row0;
+          gmem_ref<float, 1> dst;
+          dst.data = lse + first, dst.shape[0] = my_rows, dst.stride[0] = 1;
+          store(dst, lse_rows);
+        }
+      });
+      const int qb = seq.batch, q_row = seq.q0 + row0, k_row = seq.k0 + n_lo * BN, last = blocks - 1, head = t.head;
+      auto q_map = [=](auto) { return idx(qb, q_row, head, 0); };
+      auto k_map = [=](auto s) { return idx(qb, k_row + min(s, last) * BN, kv_head, 0); };
+      auto v_map = [=](auto s) { return idx(qb, k_row + max(s - 1, 0) * BN, kv_head, 0); };
+      return emit_pipeline_warp_specialized(body, grid(steps),
+                                            in_specs(spec<q_tile>(q_map), spec<kv_tile>(k_map), spec<kv_tile>(v_map)),
+                                            out_specs(), ws, max_concurrent_steps<2>, context);
+    };
+    using pipeline = decltype(tile_pipeline(attention_tile{}));
+    static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(q), decltype(k), decltype(v)>,
+                                               smem_capacity>::ok);
+
+    auto alloc = tile_pipeline(attention_tile{}).get_allocations(ctx, q, k, v);
+    if (!ws.is_memory(ctx)) turns.start();
+    warp_specialized_for(ws, ctx, ctx.axis_index(0), tiles.tiles(), ctx.axis_size(0),
+                         [&](int j, pipeline_state state, auto role) {
+                           tile_pipeline(tiles.at(j))(ctx, alloc, state, role, q, k, v);
+                         });
+    if (!ws.is_memory(ctx)) turns.finish();
+  }
+
+  tilepipe::launch_config config(int sms, void* stream) const {
+    return {.grid = {tiles.tiles() < sms ? tiles.tiles() : sms}, .stream = stream};
+  }
+};
+
+namespace attention_detail {
+
+template <class T, int R>
+void require_head_layout(const tensor_view<T, R>& t, const char* name) {
+  // TMA reads rows of head_dim elements: contiguous, and every other stride 16-byte aligned.
+  if (t.stride[R - 1] != 1)
+    detail::throw_formatted("attention: %s's head dimension must be contiguous (stride 1, got %lld)", name,
+                            t.stride[R - 1]);
+  for (int d = 0; d < R - 1; ++d)
+    if (t.stride[d] * static_cast<long long>(sizeof(T)) % 16 != 0)
+      detail::throw_formatted("attention: %s's stride %lld in dimension %d is not a multiple of 16 bytes (TMA)", name,
+                              t.stride[d], d);
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
+    detail::throw_formatted("attention: %s's data is not 16-byte aligned (TMA)", name);
+}
+
+/// A packed [total, H, D] view as [1, total, H, D].
+template <class T>
+tensor_view<T, 4> batch_of_one(const tensor_view<T, 3>& t) {
+  return {t.data, {1, t.shape[0], t.shape[1], t.shape[2]}, {t.shape[0] * t.stride[0], t.stride[0], t.stride[1], t.stride[2]},
+          t.on_gpu};
+}
+
+template <class T, int D>
+void launch(const device& dev, attention_kernel<T, D> kern, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
+            const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, void* stream) {
+  const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
+  kernel(kern, kern.config(sms, stream))(dev, q, k, v, o);
+}
+
+/// Checks the shapes, fills in the kernel's parameters and dispatches on the head dim.
+template <class T>
+void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
+         const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
+         const attention_options& opt) {
+  const long long hq = q.shape[2], hkv = k.shape[2], d = q.shape[3];
+  if (d != 64 && d != 128 && d != 256)
+    detail::throw_formatted("attention: head dim %lld is not supported (64, 128 or 256)", d);
+  if (k.shape[3] != d || v.shape[3] != d || o.shape[3] != d)
+    detail::throw_formatted("attention: head dims differ: q %lld, k %lld, v %lld, o %lld", d, k.shape[3], v.shape[3],
+                            o.shape[3]);
+  if (hkv < 1 || hq % hkv != 0)
+    detail::throw_formatted("attention: %lld query heads are not a multiple of %lld KV heads", hq, hkv);
+  if (v.shape[0] != k.shape[0] || v.shape[1] != k.shape[1] || v.shape[2] != hkv)
+    detail::throw_formatted("attention: k and v differ in shape");
+  for (int i = 0; i < 4; ++i)
+    if (o.shape[i] != q.shape[i]) detail::throw_formatted("attention: o and q differ in shape (dimension %d)", i);
+  if (k.shape[0] != q.shape[0]) detail::throw_formatted("attention: q and k differ in batch size");
+  if (opt.window_left < -1 || opt.window_right < -1)
+    detail::throw_formatted("attention: window sizes are -1 (unbounded) or >= 0, got %d and %d", opt.window_left,
+                            opt.window_right);
+  require_head_layout(q, "q"), require_head_layout(k, "k"), require_head_layout(v, "v"), require_head_layout(o, "o");
+  const int right = opt.causal ? 0 : opt.window_right;
+  const int m_blocks = (max_sq + 127) / 128;
+  const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
+  auto fill = [&](auto kern) {
+    kern.tiles = attention_tile_order(batches, static_cast<int>(hq), m_blocks > 0 ? m_blocks : 1,
+                                      right >= 0 || opt.window_left >= 0);
+    kern.seqlen_q = sq, kern.seqlen_k = sk, kern.cu_seqlens_q = cu_q, kern.cu_seqlens_k = cu_k;
+    kern.group = static_cast<int>(hq / hkv);
+    kern.scale_log2 = scale * 1.4426950408889634f;
+    kern.window_left = opt.window_left, kern.window_right = right;
+    kern.lse = opt.lse;
+    kern.lse_head_stride = cu_q ? q.shape[1] : sq;
+    kern.lse_batch_stride = hq * sq;
+    return kern;
+  };
+  if (batches == 0 || max_sq == 0) return;
+  if (d == 64) launch(dev, fill(attention_kernel<T, 64>{}), q, k, v, o, opt.stream);
+  else if (d == 128) launch(dev, fill(attention_kernel<T, 128>{}), q, k, v, o, opt.stream);
+  else launch(dev, fill(attention_kernel<T, 256>{}), q, k, v, o, opt.stream);
+}
+
+}  // namespace attention_detail
+
+/// Attention over fixed-length batches: q and o [B, Sq, Hq, D], k and v [B, Sk, Hkv, D]
+/// (bf16 or f16), Hq a multiple of Hkv (grouped-query attention), D 64, 128 or 256.
+template <class T>
+void attention_forward(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
+                       const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt = {}) {
+  attention_detail::run(dev, q, k, v, o, static_cast<int>(q.shape[0]), static_cast<int>(q.shape[1]),
+                        static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]), nullptr, nullptr, opt);
+}
+
+/// Attention over a batch of packed sequences (FlashAttention's varlen interface): q and o
+/// [total_q, Hq, D], k and v [total_k, Hkv, D]; sequence b is rows [cu_q[b], cu_q[b + 1])
+/// of q and [cu_k[b], cu_k[b + 1]) of k and v (device arrays of batches + 1 ints, empty
+/// sequences allowed); max_seqlen_q bounds the query lengths (it sizes the tile space).
+template <class T>
+void attention_forward_varlen(const device& dev, const tensor_view<T, 3>& q, const tensor_view<T, 3>& k,
+                              const tensor_view<T, 3>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
+                              const int* cu_seqlens_k, int batches, int max_seqlen_q, const attention_options& opt = {}) {
+  using attention_detail::batch_of_one;
+  if (!cu_seqlens_q || !cu_seqlens_k) detail::throw_formatted("attention: varlen needs cu_seqlens_q and cu_seqlens_k");
+  attention_detail::run(dev, batch_of_one(q), batch_of_one(k), batch_of_one(v), batch_of_one(o), batches, max_seqlen_q,
+                        0, 0, cu_seqlens_q, cu_seqlens_k, opt);
+}
+
+}  // namespace tilepipe
