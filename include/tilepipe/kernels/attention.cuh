@@ -50,7 +50,7 @@ inline constexpr int attention_block_n = D == 256 ? 80 : 128;
 template <class T, int D, int BN = attention_block_n<D>>
 struct attention_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
-  static constexpr warp_specialization<2, 24> ws{};  // two compute warpgroups, the memory one last
+  static constexpr warp_specialization<2, 40> ws{};  // two compute warpgroups, the memory one last
   static constexpr int num_threads = ws.num_threads;
   static constexpr int BM = 128, WM = 64;  // query rows per tile and per compute warpgroup
   using q_tile = tile<block<squeezed, element(BM), squeezed, D>, swizzle<128>>;
@@ -99,26 +99,28 @@ struct attention_kernel {
       const int steps = blocks > 0 ? blocks + 1 : 0;  // V lags K by one step
       const int kv_head = t.head / group;
 
+      // Every step issues both wgmmas, so that their issue is never under a branch (ptxas
+      // serialises every wgmma of a kernel whose register operands it must guard on a
+      // divergent path): step 0's P V multiplies the zero P, and the extra last step's
+      // Q K^T re-reads the last K block and is masked away.
       auto body = [&, seq, n_lo, blocks, shift, q_first = row0 + ci * WM](index<1> at, auto q_s, auto k_s, auto v_s) {
         const int s = at[0];
-        const bool has_qk = s < blocks, has_pv = s > 0;
         accumulator<WM, BN> acc_s;
         turns.take([&] {
-          if (has_qk) wgmma(acc_s, rows<WM>(q_s, ci * WM), transpose(k_s), false);
-          if (has_pv) wgmma(acc_o, p, v_s);
+          wgmma(acc_s, rows<WM>(q_s, ci * WM), transpose(k_s), false);
+          wgmma(acc_o, p, v_s);
         });
-        if (!has_qk) return wgmma_wait<0>(acc_o, p);
-        if (has_pv) wgmma_wait<1>(acc_s);
-        else wgmma_wait<0>(acc_s);
+        wgmma_wait<1>(acc_s);
         // Mask the keys past the sequence and outside the causal / local window.
         const int key0 = (n_lo + s) * BN;
+        const bool extra = s == blocks;
         const bool ragged = key0 + BN > seq.sk;
         const bool above = window_right >= 0 && key0 + BN - 1 > q_first + shift + window_right;
         const bool below = window_left >= 0 && key0 < q_first + WM - 1 + shift - window_left;
-        if (ragged || above || below) {
+        if (extra || ragged || above || below) {
           acc_s = map(acc_s, [&](float x, int r, int c) {
             const int key = key0 + c, row = q_first + r + shift;
-            const bool seen = key < seq.sk && (window_right < 0 || key <= row + window_right) &&
+            const bool seen = !extra && key < seq.sk && (window_right < 0 || key <= row + window_right) &&
                               (window_left < 0 || key >= row - window_left);
             return seen ? x : -INFINITY;
           });
@@ -131,13 +133,14 @@ struct attention_kernel {
         const auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
         l = l * alpha + row_sum(probs);
         m = m_new;
-        if (has_pv) wgmma_wait<0>(acc_o, p);
+        wgmma_wait<0>(acc_o, p);
         acc_o = acc_o * alpha;
         p = cast<T>(probs);
       };
 
       auto context = compute_context([&, seq, t, row0, tile_rows](auto pipeline) {
         acc_o = zeros<float, WM, D>();
+        p = zeros<T, WM, BN>();
         m = full<row_vector<WM>>(-INFINITY);
         l = full<row_vector<WM>>(0.0f);
         pipeline();
