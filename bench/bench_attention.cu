@@ -4,6 +4,7 @@
 // events, 3 warm-up batches, the median of 15, inputs rotated through enough sets to
 // exceed 200 MB (L2 holds none of them). FLOPs: 4 b hq sq sk d, halved when causal.
 //   bench_attention --shapes bench/attention_shapes.txt --json out.json [--only N]
+// Built once per KV block choice: TP_ATTN_BLOCKS=n64,n128,n256 (default: the library's).
 #include <tilepipe/kernels/attention.cuh>
 
 #include "bench_util.hpp"
@@ -12,6 +13,11 @@
 #include <ctime>
 #include <fstream>
 #include <sstream>
+
+#ifndef TP_ATTN_BLOCKS
+#define TP_ATTN_BLOCKS 128, 128, 80
+#endif
+using blocks = tp::attention_blocks<TP_ATTN_BLOCKS>;
 
 namespace {
 
@@ -46,14 +52,14 @@ std::string run(const tp::device& dev, const config& c) {
     o.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
   }
   const tp::attention_options opt{.causal = c.causal != 0};
-  auto call = [&](int s) { tp::attention_forward<T>(dev, q[s], k[s], v[s], o[s], opt); };
+  auto call = [&](int s) { tp::attention_forward<T, blocks>(dev, q[s], k[s], v[s], o[s], opt); };
   bench::batch_timer timer;
   for (int i = 0; i < 3; ++i) timer.per_call(call, 10 * i, 10, sets);
   std::vector<float> ms;
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
   const double flops = 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
-  std::printf("tilepipe b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n", c.b, c.sq,
+  std::printf("tilepipe[%d] b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n", c.d == 64 ? blocks::n<64> : c.d == 128 ? blocks::n<128> : blocks::n<256>, c.b, c.sq,
               c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str(), med, flops / (med * 1e-3) / 1e12);
   std::fflush(stdout);
   char buf[160];

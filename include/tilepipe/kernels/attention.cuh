@@ -43,11 +43,14 @@ struct attention_options {
 };
 
 /// KV block rows per head dimension: what fits the registers and SMEM with Q, two K and two
-/// V slots (docs/benchmarks.md, attention).
-template <int D>
-inline constexpr int attention_block_n = D == 256 ? 80 : 128;
+/// V slots (docs/benchmarks.md, attention); bench/bench_attention tries others.
+template <int N64 = 128, int N128 = 128, int N256 = 80>
+struct attention_blocks {
+  template <int D>
+  static constexpr int n = D == 64 ? N64 : D == 128 ? N128 : N256;
+};
 
-template <class T, int D, int BN = attention_block_n<D>>
+template <class T, int D, int BN = attention_blocks<>::n<D>>
 struct attention_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
   static constexpr warp_specialization<2, 40> ws{};  // two compute warpgroups, the memory one last
@@ -207,15 +210,15 @@ tensor_view<T, 4> batch_of_one(const tensor_view<T, 3>& t) {
           t.on_gpu};
 }
 
-template <class T, int D>
-void launch(const device& dev, attention_kernel<T, D> kern, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
+template <class T, int D, int BN>
+void launch(const device& dev, attention_kernel<T, D, BN> kern, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
             const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, void* stream) {
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
   kernel(kern, kern.config(sms, stream))(dev, q, k, v, o);
 }
 
 /// Checks the shapes, fills in the kernel's parameters and dispatches on the head dim.
-template <class T>
+template <class T, class Blocks>
 void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
          const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
          const attention_options& opt) {
@@ -252,19 +255,19 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     return kern;
   };
   if (batches == 0 || max_sq == 0) return;
-  if (d == 64) launch(dev, fill(attention_kernel<T, 64>{}), q, k, v, o, opt.stream);
-  else if (d == 128) launch(dev, fill(attention_kernel<T, 128>{}), q, k, v, o, opt.stream);
-  else launch(dev, fill(attention_kernel<T, 256>{}), q, k, v, o, opt.stream);
+  if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, k, v, o, opt.stream);
+  else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, k, v, o, opt.stream);
+  else launch(dev, fill(attention_kernel<T, 256, Blocks::template n<256>>{}), q, k, v, o, opt.stream);
 }
 
 }  // namespace attention_detail
 
 /// Attention over fixed-length batches: q and o [B, Sq, Hq, D], k and v [B, Sk, Hkv, D]
 /// (bf16 or f16), Hq a multiple of Hkv (grouped-query attention), D 64, 128 or 256.
-template <class T>
+template <class T, class Blocks = attention_blocks<>>
 void attention_forward(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
                        const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt = {}) {
-  attention_detail::run(dev, q, k, v, o, static_cast<int>(q.shape[0]), static_cast<int>(q.shape[1]),
+  attention_detail::run<T, Blocks>(dev, q, k, v, o, static_cast<int>(q.shape[0]), static_cast<int>(q.shape[1]),
                         static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]), nullptr, nullptr, opt);
 }
 
@@ -272,13 +275,13 @@ void attention_forward(const device& dev, const tensor_view<T, 4>& q, const tens
 /// [total_q, Hq, D], k and v [total_k, Hkv, D]; sequence b is rows [cu_q[b], cu_q[b + 1])
 /// of q and [cu_k[b], cu_k[b + 1]) of k and v (device arrays of batches + 1 ints, empty
 /// sequences allowed); max_seqlen_q bounds the query lengths (it sizes the tile space).
-template <class T>
+template <class T, class Blocks = attention_blocks<>>
 void attention_forward_varlen(const device& dev, const tensor_view<T, 3>& q, const tensor_view<T, 3>& k,
                               const tensor_view<T, 3>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
                               const int* cu_seqlens_k, int batches, int max_seqlen_q, const attention_options& opt = {}) {
   using attention_detail::batch_of_one;
   if (!cu_seqlens_q || !cu_seqlens_k) detail::throw_formatted("attention: varlen needs cu_seqlens_q and cu_seqlens_k");
-  attention_detail::run(dev, batch_of_one(q), batch_of_one(k), batch_of_one(v), batch_of_one(o), batches, max_seqlen_q,
+  attention_detail::run<T, Blocks>(dev, batch_of_one(q), batch_of_one(k), batch_of_one(v), batch_of_one(o), batches, max_seqlen_q,
                         0, 0, cu_seqlens_q, cu_seqlens_k, opt);
 }
 
