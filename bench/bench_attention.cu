@@ -4,7 +4,7 @@
 // events, 3 warm-up batches, the median of 15, inputs rotated through enough sets to
 // exceed 200 MB (L2 holds none of them). FLOPs: 4 b hq sq sk d, halved when causal.
 //   bench_attention --shapes bench/attention_shapes.txt --json out.json [--only N]
-// Built once per KV block choice: TP_ATTN_BLOCKS=n64,n128,n256 (default: the library's).
+// Built once per KV block choice: TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256 (default: the library's).
 #include <tilepipe/kernels/attention.cuh>
 
 #include "bench_util.hpp"
@@ -14,10 +14,12 @@
 #include <fstream>
 #include <sstream>
 
-#ifndef TP_ATTN_BLOCKS
-#define TP_ATTN_BLOCKS 128, 128, 80
+#ifndef TP_ATTN_N64
+#define TP_ATTN_N64 128
+#define TP_ATTN_N128 128
+#define TP_ATTN_N256 80
 #endif
-using blocks = tp::attention_blocks<TP_ATTN_BLOCKS>;
+using blocks = tp::attention_blocks<TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256>;
 
 namespace {
 
