@@ -27,10 +27,15 @@ struct wgmma_kernel {
     }();
     // Accumulate onto 0.5, or overwrite a garbage accumulator.
     tp::accumulator<M, N> acc = tp::full<float, M, N>(Accumulate ? 0.5f : 1e30f);
-    if constexpr (A == a_src::registers) tp::wgmma(acc, tp::load<T>(as), b_kn, Accumulate);
-    else if constexpr (A == a_src::smem_mn_major) tp::wgmma(acc, tp::transpose(as), b_kn, Accumulate);
-    else tp::wgmma(acc, as, b_kn, Accumulate);
-    tp::wgmma_wait<0>(acc);
+    if constexpr (A == a_src::registers) {
+      auto a_regs = tp::to_operand<T>(tp::load<T>(as));  // read by the tensor cores until the wait
+      tp::wgmma(acc, a_regs, b_kn, Accumulate);
+      tp::wgmma_wait<0>(acc);
+    } else {
+      if constexpr (A == a_src::smem_mn_major) tp::wgmma(acc, tp::transpose(as), b_kn, Accumulate);
+      else tp::wgmma(acc, as, b_kn, Accumulate);
+      tp::wgmma_wait<0>(acc);
+    }
 
     tp::store(cs, acc);
     tp::commit_smem();

@@ -159,10 +159,19 @@ TP_HD TP_FORCEINLINE void wgmma_wait();
 /// stride ld in the interpreter) (+)= A * B.
 template <int N, class T, int TransA, int TransB, class Acc>
 TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, int ld, std::uint64_t da, std::uint64_t db, int scale_d);
-/// One m64nNk16 wgmma with A the 64 x 16 block (mb, ks) of a 16-bit register tile of K columns (its
-/// tile_registers storage a).
-template <int N, int K, class T, int TransB, class Acc, class A>
-TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const A& a, int mb, int ks, std::uint64_t db, int scale_d);
+/// The A operand of one register-A wgmma: the 64 x 16 block (mb, ks) of a 16-bit register tile of K
+/// columns (its tile_registers storage a), as the instruction takes it. ops/wgmma.cuh packs every block
+/// and pins it (rs_pin) before the wgmma fence: operand registers written after the fence make ptxas
+/// split the wgmmas and wait for them one by one.
+template <class T>
+struct rs_operand;
+template <int K, class T, class A>
+TP_HD TP_FORCEINLINE rs_operand<T> rs_pack(const A& a, int mb, int ks);
+template <class T>
+TP_HD TP_FORCEINLINE void rs_pin(rs_operand<T>& op);
+/// One m64nNk16 wgmma with A in registers: d (+)= a * B.
+template <int N, class T, int TransB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_t db, int scale_d);
 
 // ---- register tiles --------------------------------------------------------------------
 /// How a warpgroup holds an M x N register tile (M a multiple of 64, N of 8; ops/fragment.cuh):

@@ -86,7 +86,7 @@ struct attention_kernel {
     const int ci = ws.compute_index(ctx);
     const turn_order<2> turns{ci};
     accumulator<WM, D> acc_o;  // the compute warpgroups' state
-    fragment<T, WM, BN> p;
+    operand_fragment<T, WM, BN> p;  // P, packed as the A operand of P V
     row_vector<WM> m, l;
 
     auto tile_pipeline = [&](attention_tile t) {
@@ -121,11 +121,11 @@ struct attention_kernel {
         const bool above = window_right >= 0 && key0 + BN - 1 > q_first + shift + window_right;
         const bool below = window_left >= 0 && key0 < q_first + WM - 1 + shift - window_left;
         if (extra || ragged || above || below) {
-          acc_s = map(acc_s, [&](float x, int r, int c) {
+          acc_s.for_each([&](float& x, int r, int c) {  // in place: no second copy of S
             const int key = key0 + c, row = q_first + r + shift;
             const bool seen = !extra && key < seq.sk && (window_right < 0 || key <= row + window_right) &&
                               (window_left < 0 || key >= row - window_left);
-            return seen ? x : -INFINITY;
+            x = seen ? x : -INFINITY;
           });
         }
         // Online softmax in log2 units: m is the running max of s * scale * log2(e).
@@ -136,14 +136,14 @@ struct attention_kernel {
         const auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
         l = l * alpha + row_sum(probs);
         m = m_new;
-        wgmma_wait<0>(acc_o, p);
+        wgmma_wait<0>(acc_o);
         acc_o = acc_o * alpha;
-        p = cast<T>(probs);
+        p = to_operand<T>(probs);
       };
 
       auto context = compute_context([&, seq, t, row0, tile_rows](auto pipeline) {
         acc_o = zeros<float, WM, D>();
-        p = zeros<T, WM, BN>();
+        p = to_operand<T>(zeros<float, WM, BN>());
         m = full<row_vector<WM>>(-INFINITY);
         l = full<row_vector<WM>>(0.0f);
         pipeline();

@@ -1,7 +1,7 @@
 // Warpgroup matrix multiply-accumulate: acc (M x N, f32) += A (M x K) * B (K x N).
 //
 // A and B are SMEM views of 16-bit tiles with a swizzled layout; A may also be a register
-// fragment. Each operand is read K-major or MN-major as it is stored:
+// tile packed as an operand (tp::to_operand). Each operand is read K-major or MN-major as it is stored:
 //   A stored (M rows, K cols): K-major;   transposed view of a (K, M) tile: MN-major;
 //   B stored (K rows, N cols): MN-major;  transposed view of an (N, K) tile: K-major.
 // tp::wgmma issues the instructions and commits them as one group; they run
@@ -88,24 +88,57 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const A& a, const B& b, 
   prim::wgmma_commit();
 }
 
-/// acc (+)= a * b with A in registers (a 16-bit fragment, e.g. softmax probabilities).
+/// A register tile packed as wgmma's A operand in type T (bf16 or f16): softmax
+/// probabilities converted from the f32 accumulator once (one cvt per pair of values),
+/// then multiplied from registers with no SMEM round trip. The f32 accumulator's layout is
+/// the A operand's, so the conversion moves nothing between threads.
+template <class T, int M, int K>
+struct operand_fragment {
+  static_assert(wgmma_operand_type<T>, "tilepipe: wgmma operands are bf16 or f16");
+  static_assert(M % 64 == 0 && K % 16 == 0, "tilepipe: an A operand has 64-row blocks and 16-column k-blocks");
+  static constexpr int rows = M;
+  static constexpr int cols = K;
+  prim::rs_operand<T> ops[M / 64][K / 16];
+};
+
+/// Packs a fragment (f32 or 16-bit) as an A operand of type T.
+template <class T, class U, int M, int K>
+TP_HD TP_FORCEINLINE operand_fragment<T, M, K> to_operand(const fragment<U, M, K>& f) {
+  operand_fragment<T, M, K> a;
+#pragma unroll
+  for (int mb = 0; mb < M / 64; ++mb)
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) a.ops[mb][ks] = prim::rs_pack<K, T>(f.v, mb, ks);
+  return a;
+}
+
+/// acc (+)= a * b with A in registers, packed by to_operand. The tensor cores read a's
+/// registers until the wgmma completes: keep it (a named variable, not a temporary) and
+/// unchanged until the wgmma_wait that covers it.
 template <int M, int N, class T, int K, class B>
-TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const fragment<T, M, K>& a, const B& b, bool accumulate = true) {
+TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, operand_fragment<T, M, K>& a, const B& b, bool accumulate = true) {
   static_assert(is_smem_ref_v<B>, "tilepipe: wgmma(acc, a_fragment, b): b is an SMEM view");
   detail::check_operand<B>();
   static_assert(std::is_same_v<T, typename B::value_type>, "tilepipe: wgmma operands must have the same type");
   static_assert(B::cols == N && B::rows == K, "tilepipe: wgmma: B must be K x N");
-  static_assert(K % 16 == 0 && N % 8 == 0 && N <= 256, "tilepipe: wgmma: K multiple of 16, N multiple of 8 up to 256");
+  static_assert(N % 8 == 0 && N <= 256, "tilepipe: wgmma: N must be a multiple of 8 up to 256");
   constexpr bool b_mn_major = !B::transposed;
 
   const std::uint64_t b0 = detail::base_desc<b_mn_major>(b);
+  // Every operand register is final before the fence (see prim::rs_operand): a rescale of
+  // the accumulator or a conversion of A may not sink past it.
+#pragma unroll
+  for (int mb = 0; mb < M / 64; ++mb)
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) prim::rs_pin(a.ops[mb][ks]);
+  accumulator<M, N>::registers::pin(acc.v);
   prim::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {
     const std::uint64_t db = b0 + detail::desc_offset<b_mn_major, B>(0, 16 * ks);
 #pragma unroll
     for (int mb = 0; mb < M / 64; ++mb)
-      prim::wgmma_rs<N, K, T, b_mn_major>(acc.block(mb), a.v, mb, ks, db, (accumulate || ks > 0) ? 1 : 0);
+      prim::wgmma_rs<N, T, b_mn_major>(acc.block(mb), a.ops[mb][ks], db, (accumulate || ks > 0) ? 1 : 0);
   }
   prim::wgmma_commit();
 }

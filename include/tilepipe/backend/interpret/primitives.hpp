@@ -264,10 +264,26 @@ TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, int ld, std::uint64_t da, std::uint6
   detail::interpret_wgmma<T, N>(d, ld, static_cast<const T*>(nullptr), 0, da, TransA, db, TransB, scale_d);
 }
 
-/// d is the accumulator's 64 x N block (row stride N); a the whole A tile, row-major.
-template <int N, int K, class T, int TransB, class Acc, class A>
-TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const A& a, int mb, int ks, std::uint64_t db, int scale_d) {
-  detail::interpret_wgmma<T, N>(d, N, a + mb * 64 * K + 16 * ks, K, 0, false, db, TransB, scale_d);
+/// A copy of the 64 x 16 block, converted to T.
+template <class T>
+struct rs_operand {
+  T v[64 * 16];
+};
+/// a: the whole A tile, row-major, K columns (16-bit or f32 values).
+template <int K, class T, class A>
+TP_HD TP_FORCEINLINE rs_operand<T> rs_pack(const A& a, int mb, int ks) {
+  rs_operand<T> op;
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 16; ++c) op.v[r * 16 + c] = from_float<T>(to_float(a[(mb * 64 + r) * K + 16 * ks + c]));
+  return op;
+}
+template <class T>
+TP_HD TP_FORCEINLINE void rs_pin(rs_operand<T>&) {}
+
+/// d is the accumulator's 64 x N block (row stride N).
+template <int N, class T, int TransB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_t db, int scale_d) {
+  detail::interpret_wgmma<T, N>(d, N, a.v, 16, 0, false, db, TransB, scale_d);
 }
 
 // ---- shared memory ---------------------------------------------------------------------

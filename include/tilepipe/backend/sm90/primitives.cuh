@@ -158,20 +158,40 @@ TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, int, std::uint64_t da, std::uint64_t
   sm90::wgmma_op<N, std::is_same_v<T, bf16>>::template ss<TransA, TransB>(d, da, db, scale_d);
 }
 
+template <class T>
+struct rs_operand {
+  std::uint32_t r[4];
+};
+
 /// This thread's 8 A values of k-block ks are registers 8 ks .. 8 ks + 7 of block mb,
-/// packed in pairs into the 4 registers wgmma takes.
-template <int N, int K, class T, int TransB, class Acc, class A>
-TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const A& a, int mb, int ks, std::uint64_t db, int scale_d) {
-  std::uint32_t regs[4];
+/// packed in pairs into the 4 registers wgmma takes (from f32: one cvt per pair).
+template <int K, class T, class A>
+TP_HD TP_FORCEINLINE rs_operand<T> rs_pack(const A& a, int mb, int ks) {
+  rs_operand<T> op;
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
-    const T lo = a[mb][8 * ks + 2 * r], hi = a[mb][8 * ks + 2 * r + 1];
-    std::uint16_t l, h;
-    memcpy(&l, &lo, 2);
-    memcpy(&h, &hi, 2);
-    regs[r] = static_cast<std::uint32_t>(l) | (static_cast<std::uint32_t>(h) << 16);
+    const auto lo = a[mb][8 * ks + 2 * r], hi = a[mb][8 * ks + 2 * r + 1];
+    if constexpr (std::is_same_v<std::remove_cv_t<decltype(lo)>, float>) {
+      op.r[r] = sm90::pack_pair<T>(lo, hi);
+    } else {
+      std::uint16_t l, h;
+      memcpy(&l, &lo, 2);
+      memcpy(&h, &hi, 2);
+      op.r[r] = static_cast<std::uint32_t>(l) | (static_cast<std::uint32_t>(h) << 16);
+    }
   }
-  sm90::wgmma_op<N, std::is_same_v<T, bf16>>::template rs<TransB>(d, regs, db, scale_d);
+  return op;
+}
+
+template <class T>
+TP_HD TP_FORCEINLINE void rs_pin(rs_operand<T>& op) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) sm90::fence_register(op.r[r]);
+}
+
+template <int N, class T, int TransB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_t db, int scale_d) {
+  sm90::wgmma_op<N, std::is_same_v<T, bf16>>::template rs<TransB>(d, a.r, db, scale_d);
 }
 
 // ---- shared memory ---------------------------------------------------------------------
