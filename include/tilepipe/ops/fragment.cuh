@@ -139,11 +139,11 @@ TP_FRAGMENT_OPERATOR(/)
 
 template <class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> max(const fragment<T, M, N>& x, const fragment<T, M, N>& y) {
-  return zip(x, y, [](float a, float b) { return a > b ? a : b; });
+  return zip(x, y, [](float a, float b) { return fmaxf(a, b); });
 }
 template <class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> max(const fragment<T, M, N>& x, float s) {
-  return map(x, [s](float a) { return a > s ? a : s; });
+  return map(x, [s](float a) { return fmaxf(a, s); });
 }
 template <class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> exp2(const fragment<T, M, N>& x) {
@@ -163,7 +163,7 @@ TP_HD TP_FORCEINLINE row_vector<M> reduce_rows(const fragment<T, M, N>& x, float
 
 template <class T, int M, int N>
 TP_HD TP_FORCEINLINE row_vector<M> row_max(const fragment<T, M, N>& x) {
-  return detail::reduce_rows(x, -INFINITY, [](float a, float b) { return a > b ? a : b; });
+  return detail::reduce_rows(x, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
 }
 template <class T, int M, int N>
 TP_HD TP_FORCEINLINE row_vector<M> row_sum(const fragment<T, M, N>& x) {
@@ -244,11 +244,11 @@ TP_ROW_VECTOR_OPERATOR(/)
 
 template <int M>
 TP_HD TP_FORCEINLINE row_vector<M> max(const row_vector<M>& x, const row_vector<M>& y) {
-  return zip(x, y, [](float a, float b) { return a > b ? a : b; });
+  return zip(x, y, [](float a, float b) { return fmaxf(a, b); });
 }
 template <int M>
 TP_HD TP_FORCEINLINE row_vector<M> max(const row_vector<M>& x, float s) {
-  return map(x, [s](float a) { return a > s ? a : s; });
+  return map(x, [s](float a) { return fmaxf(a, s); });
 }
 template <int M>
 TP_HD TP_FORCEINLINE row_vector<M> exp2(const row_vector<M>& x) {
