@@ -16,8 +16,8 @@
 
 #ifndef TP_ATTN_N64
 #define TP_ATTN_N64 128
-#define TP_ATTN_N128 128
-#define TP_ATTN_N256 80
+#define TP_ATTN_N128 96
+#define TP_ATTN_N256 64
 #endif
 using blocks = tp::attention_blocks<TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256>;
 

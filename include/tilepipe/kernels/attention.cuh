@@ -42,9 +42,9 @@ struct attention_options {
   void* stream = nullptr; // cudaStream_t (GPU)
 };
 
-/// KV block rows per head dimension: what fits the registers and SMEM with Q, two K and two
+/// KV block rows per head dimension: what fits the registers (no spills) and SMEM with Q, two K and two
 /// V slots (docs/benchmarks.md, attention); bench/bench_attention tries others.
-template <int N64 = 128, int N128 = 128, int N256 = 80>
+template <int N64 = 128, int N128 = 96, int N256 = 64>
 struct attention_blocks {
   template <int D>
   static constexpr int n = D == 64 ? N64 : D == 128 ? N128 : N256;
@@ -133,9 +133,10 @@ struct attention_kernel {
         const row_vector<WM> m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
         const row_vector<WM> alpha = exp2(m - m_use);
         const float sl2 = scale_log2;
-        const auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
+        auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
         l = l * alpha + row_sum(probs);
         m = m_new;
+        pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
         wgmma_wait<0>(acc_o);
         acc_o = acc_o * alpha;
         p = to_operand<T>(probs);

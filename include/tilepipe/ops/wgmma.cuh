@@ -143,6 +143,14 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, operand_fragment<T, M, K
   prim::wgmma_commit();
 }
 
+/// Keeps the computation of these values (fragments, row vectors) before whatever wgmma
+/// operation follows: register arithmetic moves freely across a wgmma_wait, so the softmax
+/// meant to run under a wgmma may otherwise be scheduled after the wait for it.
+template <class... V>
+TP_HD TP_FORCEINLINE void pin(V&... values) {
+  (V::registers::pin(values.v), ...);
+}
+
 /// Waits until at most N wgmma groups are in flight. Pass the accumulators you will read
 /// next: they are pinned so the compiler cannot read them before the wait.
 template <int N, class... Frags>

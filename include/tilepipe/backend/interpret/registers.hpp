@@ -12,6 +12,7 @@ template <int M>
 struct row_registers {
   static constexpr int slots = M;
   TP_HD static TP_FORCEINLINE int row(int s) { return s; }
+  TP_HD static TP_FORCEINLINE void pin(float (&)[slots]) {}
 };
 
 template <int M, int N>

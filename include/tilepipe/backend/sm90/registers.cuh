@@ -49,6 +49,10 @@ template <int M>
 struct row_registers {
   static constexpr int slots = 2 * (M / 64);
   TP_HD static TP_FORCEINLINE int row(int s) { return sm90::tile_row(s / 2, 2 * (s % 2)); }
+  TP_HD static TP_FORCEINLINE void pin(float (&v)[slots]) {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) sm90::fence_register(v[s]);
+  }
 };
 
 template <int M, int N>
