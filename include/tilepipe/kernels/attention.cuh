@@ -137,7 +137,7 @@ struct attention_kernel {
         l = l * alpha + row_sum(probs);
         m = m_new;
         pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
-        wgmma_wait<0>(acc_o);
+        wgmma_wait<0>(acc_o, p);
         acc_o = acc_o * alpha;
         p = to_operand<T>(probs);
       };

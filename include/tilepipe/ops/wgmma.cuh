@@ -143,20 +143,36 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, operand_fragment<T, M, K
   prim::wgmma_commit();
 }
 
+namespace detail {
+template <class V>
+TP_HD TP_FORCEINLINE void pin_one(V& x) {
+  V::registers::pin(x.v);
+}
+template <class T, int M, int K>
+TP_HD TP_FORCEINLINE void pin_one(operand_fragment<T, M, K>& a) {
+#pragma unroll
+  for (int mb = 0; mb < M / 64; ++mb)
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) prim::rs_pin(a.ops[mb][ks]);
+}
+}  // namespace detail
+
+/// Waits until at most N wgmma groups are in flight. Pass the accumulators you will read
+/// next, and the register A operands the finished wgmmas read: they are pinned, so the
+/// compiler neither reads the accumulators before the wait nor reuses the operands'
+/// registers (which the tensor cores read until then) for values computed before it.
+template <int N, class... Frags>
+TP_HD TP_FORCEINLINE void wgmma_wait(Frags&... frags) {
+  prim::wgmma_wait<N>();
+  (detail::pin_one(frags), ...);
+}
+
 /// Keeps the computation of these values (fragments, row vectors) before whatever wgmma
 /// operation follows: register arithmetic moves freely across a wgmma_wait, so the softmax
 /// meant to run under a wgmma may otherwise be scheduled after the wait for it.
 template <class... V>
 TP_HD TP_FORCEINLINE void pin(V&... values) {
-  (V::registers::pin(values.v), ...);
-}
-
-/// Waits until at most N wgmma groups are in flight. Pass the accumulators you will read
-/// next: they are pinned so the compiler cannot read them before the wait.
-template <int N, class... Frags>
-TP_HD TP_FORCEINLINE void wgmma_wait(Frags&... frags) {
-  prim::wgmma_wait<N>();
-  (Frags::registers::pin(frags.v), ...);
+  (detail::pin_one(values), ...);
 }
 
 }  // namespace tilepipe
