@@ -24,12 +24,7 @@ TP_HD TP_FORCEINLINE bool leader() { return threadIdx.x % warpgroup_size == 0; }
 TP_HD TP_FORCEINLINE bool leader_warp() { return threadIdx.x % warpgroup_size < 32; }
 TP_HD TP_FORCEINLINE int thread_in_warpgroup() { return static_cast<int>(threadIdx.x % warpgroup_size); }
 TP_HD TP_FORCEINLINE int warpgroup_threads() { return warpgroup_size; }
-/// Broadcast from lane 0 so that ptxas knows it is warp-uniform: branches on it (and on
-/// what is computed from it, like a compute warpgroup's rows) are then not divergent, and
-/// ptxas need not guard in-flight wgmmas with early waits around them.
-TP_HD TP_FORCEINLINE int warpgroup_index() {
-  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / warpgroup_size), 0);
-}
+TP_HD TP_FORCEINLINE int warpgroup_index() { return static_cast<int>(threadIdx.x / warpgroup_size); }
 TP_HD TP_FORCEINLINE int cluster_rank() { return sm90::cluster_rank(); }
 TP_HD TP_FORCEINLINE int cluster_size() { return sm90::cluster_size(); }
 
