@@ -11,7 +11,8 @@
 // s a compute warpgroup
 //   1. takes its turn (tp::turn_order): issues S = Q K[s]^T and O += P[s-1] V[s-1], passes
 //      the turn — the other warpgroup's wgmmas run while this one does its softmax (ping-pong);
-//   2. waits for S only (P V stays in flight: overlap inside the warpgroup), masks the
+//   2. waits for S only (P V stays in flight: overlap inside the warpgroup, though ptxas
+//      still moves the wait for P V ahead of the softmax: docs/design.md), masks the
 //      ragged, causal and window edges, and updates the online softmax in log2 units with
 //      the scale folded into one FMA per element (exp2(s * scale log2 e - m));
 //   3. waits for P V, rescales O, and converts P to 16 bits in registers: the A operand of
@@ -42,8 +43,8 @@ struct attention_options {
   void* stream = nullptr; // cudaStream_t (GPU)
 };
 
-/// KV block rows per head dimension: what fits the registers (no spills) and SMEM with Q, two K and two
-/// V slots (docs/benchmarks.md, attention); bench/bench_attention tries others.
+/// KV block rows per head dimension: the largest that fits the registers without spills and
+/// SMEM with Q, two K and two V slots (docs/benchmarks.md); bench/bench_attention tries others.
 template <int N64 = 128, int N128 = 96, int N256 = 64>
 struct attention_blocks {
   template <int D>
@@ -69,6 +70,9 @@ struct attention_kernel {
   float* lse = nullptr;
   long long lse_head_stride = 0, lse_batch_stride = 0;  // varlen: the batch's rows start at cu_seqlens_q[b]
 
+  /// n limited to [0, cap]: the rows of a block that lie inside its sequence.
+  TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
+
   /// Where sequence b lives: its batch index in the 4-D tensors, first row and length.
   struct sequence {
     int batch, q0, sq, k0, sk;
@@ -92,7 +96,7 @@ struct attention_kernel {
     auto tile_pipeline = [&](attention_tile t) {
       const sequence seq = sequence_of(t.batch);
       const int row0 = t.m_block * BM;  // the tile's first query row in its sequence
-      const int tile_rows = seq.sq - row0 < BM ? (seq.sq - row0 > 0 ? seq.sq - row0 : 0) : BM;
+      const int tile_rows = clamp_rows(seq.sq - row0, BM);
       // The KV blocks any of the tile's rows sees.
       const int shift = seq.sk - seq.sq, last_row = row0 + tile_rows - 1;
       const int key_end = window_right >= 0 ? min(seq.sk, last_row + shift + window_right + 1) : seq.sk;
@@ -149,7 +153,7 @@ struct attention_kernel {
         l = full<row_vector<WM>>(0.0f);
         pipeline();
         acc_o = acc_o * map(l, [](float x) { return x > 0.0f ? 1.0f / x : 0.0f; });
-        const int my_row0 = row0 + ci * WM, my_rows = tile_rows - ci * WM < WM ? (tile_rows - ci * WM > 0 ? tile_rows - ci * WM : 0) : WM;
+        const int my_row0 = row0 + ci * WM, my_rows = clamp_rows(tile_rows - ci * WM, WM);
         if (my_rows == 0) return;
         store(plane<1, 3>(o.at(ds{seq.batch, 1}, ds{seq.q0 + my_row0, my_rows}, ds{t.head, 1}, ds{0, D})), acc_o);
         if (lse) {
