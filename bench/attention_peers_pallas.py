@@ -27,6 +27,8 @@ import argparse, dataclasses, datetime, json, math, statistics, sys, time
 import jax
 import jax.numpy as jnp
 
+from attention_shapes import describe, first_line, flops, read_shapes
+
 try:
     from jax.experimental.pallas.ops.gpu import attention_mgpu as am
     IMPORT_ERROR = None
@@ -38,31 +40,6 @@ TUNINGS = [(64, 128, 2), (64, 64, 2), (64, 256, 2)]  # block_q, block_kv, max_co
 SMEM_BYTES = 227 * 1024
 
 
-def read_shapes(path, only):
-    cfgs = []
-    for line in open(path):
-        f = line.split("#")[0].split()
-        if not f:
-            continue
-        if len(f) != 8 or f[7] not in ("bf16", "f16"):
-            sys.exit(f"{path}: bad line {line.strip()!r} (want: b sq sk hq hkv d causal bf16|f16)")
-        b, sq, sk, hq, hkv, d, causal = map(int, f[:7])
-        cfgs.append(dict(b=b, sq=sq, sk=sk, hq=hq, hkv=hkv, d=d, causal=causal, dtype=f[7]))
-    return cfgs[:only] if only else cfgs
-
-
-def flops(c):
-    return 4 * c["b"] * c["hq"] * c["sq"] * c["sk"] * c["d"] / (2 if c["causal"] else 1)
-
-
-def describe(c):
-    s = f"s={c['sq']}" if c["sq"] == c["sk"] else f"sq={c['sq']} sk={c['sk']}"
-    h = f"h={c['hq']}" if c["hq"] == c["hkv"] else f"hq={c['hq']} hkv={c['hkv']}"
-    return f"b={c['b']} {s} {h} d={c['d']} causal={c['causal']} {c['dtype']}"
-
-
-def first_line(e):
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
 
 def unsupported(c):

@@ -20,37 +20,14 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from attention_shapes import describe, first_line, flops, read_shapes
+
 CALLS, WARM, BATCHES = 10, 3, 15
 ROTATE_BYTES = 200 << 20
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 BACKENDS = [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash2", SDPBackend.FLASH_ATTENTION)]
 
 
-def read_shapes(path, only):
-    cfgs = []
-    for line in open(path):
-        f = line.split("#")[0].split()
-        if not f:
-            continue
-        if len(f) != 8 or f[7] not in DTYPES:
-            sys.exit(f"{path}: bad line {line.strip()!r} (want: b sq sk hq hkv d causal bf16|f16)")
-        b, sq, sk, hq, hkv, d, causal = map(int, f[:7])
-        cfgs.append(dict(b=b, sq=sq, sk=sk, hq=hq, hkv=hkv, d=d, causal=causal, dtype=f[7]))
-    return cfgs[:only] if only else cfgs
-
-
-def flops(c):
-    return 4 * c["b"] * c["hq"] * c["sq"] * c["sk"] * c["d"] / (2 if c["causal"] else 1)
-
-
-def describe(c):
-    s = f"s={c['sq']}" if c["sq"] == c["sk"] else f"sq={c['sq']} sk={c['sk']}"
-    h = f"h={c['hq']}" if c["hq"] == c["hkv"] else f"hq={c['hq']} hkv={c['hkv']}"
-    return f"b={c['b']} {s} {h} d={c['d']} causal={c['causal']} {c['dtype']}"
-
-
-def first_line(e):
-    return (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
 
 
 def check(out, q, k, v, causal):

@@ -12,11 +12,9 @@ A cell reads "ms / TFLOP/s"; "—" where an implementation has no row, "err" whe
 """
 import argparse, json, math, statistics, sys
 
+from attention_shapes import flops
+
 KEYS = ("b", "sq", "sk", "hq", "hkv", "d", "causal", "dtype")
-
-
-def flops(c):
-    return 4 * c["b"] * c["hq"] * c["sq"] * c["sk"] * c["d"] / (2 if c["causal"] else 1)
 
 
 def label(c):

@@ -112,6 +112,28 @@ TP_HD TP_FORCEINLINE operand_fragment<T, M, K> to_operand(const fragment<U, M, K
   return a;
 }
 
+namespace detail {
+template <class V>
+TP_HD TP_FORCEINLINE void pin_one(V& x) {
+  V::registers::pin(x.v);
+}
+template <class T, int M, int K>
+TP_HD TP_FORCEINLINE void pin_one(operand_fragment<T, M, K>& a) {
+#pragma unroll
+  for (int mb = 0; mb < M / 64; ++mb)
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ++ks) prim::rs_pin(a.ops[mb][ks]);
+}
+}  // namespace detail
+
+/// Keeps the computation of these values (fragments, row vectors) before whatever wgmma
+/// operation follows: register arithmetic moves freely across a wgmma_wait, so the softmax
+/// meant to run under a wgmma may otherwise be scheduled after the wait for it.
+template <class... V>
+TP_HD TP_FORCEINLINE void pin(V&... values) {
+  (detail::pin_one(values), ...);
+}
+
 /// acc (+)= a * b with A in registers, packed by to_operand. The tensor cores read a's
 /// registers until the wgmma completes: keep it (a named variable, not a temporary) and
 /// unchanged until the wgmma_wait that covers it.
@@ -127,11 +149,7 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, operand_fragment<T, M, K
   const std::uint64_t b0 = detail::base_desc<b_mn_major>(b);
   // Every operand register is final before the fence (see prim::rs_operand): a rescale of
   // the accumulator or a conversion of A may not sink past it.
-#pragma unroll
-  for (int mb = 0; mb < M / 64; ++mb)
-#pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks) prim::rs_pin(a.ops[mb][ks]);
-  accumulator<M, N>::registers::pin(acc.v);
+  pin(a, acc);
   prim::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < K / 16; ++ks) {
@@ -143,20 +161,6 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, operand_fragment<T, M, K
   prim::wgmma_commit();
 }
 
-namespace detail {
-template <class V>
-TP_HD TP_FORCEINLINE void pin_one(V& x) {
-  V::registers::pin(x.v);
-}
-template <class T, int M, int K>
-TP_HD TP_FORCEINLINE void pin_one(operand_fragment<T, M, K>& a) {
-#pragma unroll
-  for (int mb = 0; mb < M / 64; ++mb)
-#pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks) prim::rs_pin(a.ops[mb][ks]);
-}
-}  // namespace detail
-
 /// Waits until at most N wgmma groups are in flight. Pass the accumulators you will read
 /// next, and the register A operands the finished wgmmas read: they are pinned, so the
 /// compiler neither reads the accumulators before the wait nor reuses the operands'
@@ -165,14 +169,6 @@ template <int N, class... Frags>
 TP_HD TP_FORCEINLINE void wgmma_wait(Frags&... frags) {
   prim::wgmma_wait<N>();
   (detail::pin_one(frags), ...);
-}
-
-/// Keeps the computation of these values (fragments, row vectors) before whatever wgmma
-/// operation follows: register arithmetic moves freely across a wgmma_wait, so the softmax
-/// meant to run under a wgmma may otherwise be scheduled after the wait for it.
-template <class... V>
-TP_HD TP_FORCEINLINE void pin(V&... values) {
-  (detail::pin_one(values), ...);
 }
 
 }  // namespace tilepipe
