@@ -12,10 +12,11 @@ using s_tile = tp::tile<tp::block<M, 8>>;
 
 struct ops_kernel {
   // x -> y = softmax rows of x via exp2, z = bf16(max(x, 0) * 2 - x / 4 + 1) in a swizzled
-  // tile, s = (row max, row sum) broadcast to 8 columns, u = x masked below the diagonal.
+  // tile, s = (row max, row sum) broadcast to 8 columns, u = x masked below the diagonal,
+  // w = x outside a band of columns (mask_columns) set to -inf.
   TP_HD void operator()(tp::kernel_context&, tp::gmem<float, 2, x_tile> x, tp::gmem<float, 2, x_tile> y,
                         tp::gmem<tp::bf16, 2, z_tile> z, tp::gmem<float, 2, s_tile> s, tp::gmem<float, 2, x_tile> u,
-                        tp::smem<float, x_tile> xs, tp::smem<tp::bf16, z_tile> zs, tp::smem<float, s_tile> ss,
+                        tp::gmem<float, 2, x_tile> w, tp::smem<float, x_tile> xs, tp::smem<tp::bf16, z_tile> zs, tp::smem<float, s_tile> ss,
                         tp::barriers<1> bar) const {
     tp::copy_gmem_to_smem(x, tp::idx(0, 0), xs, bar[0]);
     tp::barrier_wait(bar[0], 0);
@@ -43,6 +44,13 @@ struct ops_kernel {
     tp::commit_smem();
     tp::copy_smem_to_gmem(xs, u, tp::idx(0, 0));
     tp::wait_smem_to_gmem<0>();
+
+    auto banded = f;
+    tp::mask_columns(banded, [](int r) { return tp::column_range{r / 2 - 7, r + 3}; }, -INFINITY);
+    tp::store(xs, banded);
+    tp::commit_smem();
+    tp::copy_smem_to_gmem(xs, w, tp::idx(0, 0));
+    tp::wait_smem_to_gmem<0>();
   }
 };
 
@@ -51,11 +59,11 @@ struct ops_kernel {
 TEST(Ops, FragmentMathReductionsCastsAndStores) {
   const auto hx = test::random_values<float>(M * N, test::fresh_seed(), -3.0f, 3.0f);
   auto x = tp::tensor<float, 2>::from_host(test::dev(), {M, N}, hx);
-  tp::tensor<float, 2> y(test::dev(), {M, N}), u(test::dev(), {M, N}), s(test::dev(), {M, 8});
+  tp::tensor<float, 2> y(test::dev(), {M, N}), u(test::dev(), {M, N}), w(test::dev(), {M, N}), s(test::dev(), {M, 8});
   tp::tensor<tp::bf16, 2> z(test::dev(), {M, N});
-  y.poison(), u.poison(), s.poison(), z.poison();
-  tp::kernel(ops_kernel{}, {.grid = {1}})(test::dev(), x, y, z, s, u);
-  const auto hy = y.to_host(), hu = u.to_host(), hs = s.to_host();
+  y.poison(), u.poison(), w.poison(), s.poison(), z.poison();
+  tp::kernel(ops_kernel{}, {.grid = {1}})(test::dev(), x, y, z, s, u, w);
+  const auto hy = y.to_host(), hu = u.to_host(), hw = w.to_host(), hs = s.to_host();
   const auto hz = z.to_host();
   for (int r = 0; r < M; ++r) {
     double mx = -INFINITY, sum = 0;
@@ -70,6 +78,7 @@ TEST(Ops, FragmentMathReductionsCastsAndStores) {
       const float zw = tp::to_float(tp::from_float<tp::bf16>(std::max(v, 0.0f) * 2.0f - v / 4.0f + 1.0f));
       ASSERT_NEAR(tp::to_float(hz[r * N + c]), zw, std::abs(zw) * 1e-2 + 1e-6) << r << "," << c;
       ASSERT_EQ(hu[r * N + c], c <= r ? v : 0.0f);
+      ASSERT_EQ(hw[r * N + c], c >= r / 2 - 7 && c < r + 3 ? v : -INFINITY) << r << "," << c;
     }
   }
 }

@@ -28,6 +28,7 @@
 #include "../tilepipe.cuh"
 
 #include <cmath>
+#include <type_traits>
 
 namespace tilepipe {
 
@@ -45,7 +46,7 @@ struct attention_options {
 
 /// KV block rows per head dimension: the largest that fits the registers without spills and
 /// SMEM with Q, two K and two V slots (docs/benchmarks.md); bench/bench_attention tries others.
-template <int N64 = 128, int N128 = 96, int N256 = 64>
+template <int N64 = 128, int N128 = 128, int N256 = 64>
 struct attention_blocks {
   template <int D>
   static constexpr int n = D == 64 ? N64 : D == 128 ? N128 : N256;
@@ -112,38 +113,45 @@ struct attention_kernel {
       // Q K^T re-reads the last K block and is masked away.
       auto body = [&, seq, n_lo, blocks, shift, q_first = row0 + ci * WM](index<1> at, auto q_s, auto k_s, auto v_s) {
         const int s = at[0];
-        accumulator<WM, BN> acc_s;
-        turns.take([&] {
-          wgmma(acc_s, rows<WM>(q_s, ci * WM), transpose(k_s), false);
-          wgmma(acc_o, p, v_s);
-        });
-        wgmma_wait<1>(acc_s);
-        // Mask the keys past the sequence and outside the causal / local window.
         const int key0 = (n_lo + s) * BN;
         const bool extra = s == blocks;
-        const bool ragged = key0 + BN > seq.sk;
-        const bool above = window_right >= 0 && key0 + BN - 1 > q_first + shift + window_right;
-        const bool below = window_left >= 0 && key0 < q_first + WM - 1 + shift - window_left;
-        if (extra || ragged || above || below) {
-          acc_s.for_each([&](float& x, int r, int c) {  // in place: no second copy of S
-            const int key = key0 + c, row = q_first + r + shift;
-            const bool seen = !extra && key < seq.sk && (window_right < 0 || key <= row + window_right) &&
-                              (window_left < 0 || key >= row - window_left);
-            x = seen ? x : -INFINITY;
+        // Blocks that cross the sequence's end or the causal / local window's edges.
+        const bool masked = extra || key0 + BN > seq.sk ||
+                            (window_right >= 0 && key0 + BN - 1 > q_first + shift + window_right) ||
+                            (window_left >= 0 && key0 < q_first + WM - 1 + shift - window_left);
+        auto step = [&](auto with_mask) {
+          accumulator<WM, BN> acc_s;
+          turns.take([&] {
+            wgmma(acc_s, rows<WM>(q_s, ci * WM), transpose(k_s), false);
+            wgmma(acc_o, p, v_s);
           });
-        }
-        // Online softmax in log2 units: m is the running max of s * scale * log2(e).
-        const row_vector<WM> m_new = max(m, row_max(acc_s) * scale_log2);
-        const row_vector<WM> m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
-        const row_vector<WM> alpha = exp2(m - m_use);
-        const float sl2 = scale_log2;
-        auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
-        l = l * alpha + row_sum(probs);
-        m = m_new;
-        pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
-        wgmma_wait<0>(acc_o, p);
-        acc_o = acc_o * alpha;
-        p = to_operand<T>(probs);
+          wgmma_wait<1>(acc_s);
+          if constexpr (with_mask) {
+            mask_columns(acc_s, [&](int r) {  // row r sees keys [row - left, row + right] of the sequence
+              const int row = q_first + r + shift - key0;
+              const int hi = extra ? 0 : min(seq.sk - key0, BN);
+              return column_range{window_left >= 0 ? row - window_left : 0,
+                                  window_right >= 0 ? min(hi, row + window_right + 1) : hi};
+            }, -INFINITY);
+          }
+          // Online softmax in log2 units: m is the running max of s * scale * log2(e).
+          const row_vector<WM> m_new = max(m, row_max(acc_s) * scale_log2);
+          const row_vector<WM> m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
+          const row_vector<WM> alpha = exp2(m - m_use);
+          const float sl2 = scale_log2;
+          auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
+          l = l * alpha + row_sum(probs);
+          m = m_new;
+          pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
+          wgmma_wait<0>(acc_o, p);
+          acc_o = acc_o * alpha;
+          p = to_operand<T>(probs);
+        };
+        // Two copies of the step, the mask only in the edge blocks' (FlashAttention-3 splits
+        // its loop likewise): a mask under a branch inside the one step costs registers
+        // and scheduling freedom in every block (docs/benchmarks.md).
+        if (masked) step(std::true_type{});
+        else step(std::false_type{});
       };
 
       auto context = compute_context([&, seq, t, row0, tile_rows](auto pipeline) {

@@ -179,6 +179,28 @@ TP_HD TP_FORCEINLINE fragment<T, M, N> broadcast_rows(const fragment<T, M, N>& x
   return r;
 }
 
+/// The columns [begin, end) of one row of a fragment.
+struct column_range {
+  int begin, end;
+};
+
+/// Keeps x(r, c) for c in bounds(r) (a column_range) and sets the rest to fill: ragged
+/// edges, causal and local-window masks. bounds runs once per row a thread holds (two per
+/// 64 rows on the GPU), so an element costs two integer compares and a select.
+template <class T, int M, int N, class Bounds>
+TP_HD TP_FORCEINLINE void mask_columns(fragment<T, M, N>& x, Bounds&& bounds, float fill) {
+  using rows = prim::row_registers<M>;
+  column_range kept[rows::slots];
+#pragma unroll
+  for (int s = 0; s < rows::slots; ++s) kept[s] = bounds(rows::row(s));
+  prim::tile_registers<M, N>::template for_each<0, 0, M, N>(
+      [&](T& e, prim::tile_index i) {
+        const column_range k = kept[i.row_slot];
+        e = i.col >= k.begin && i.col < k.end ? e : from_float<T>(fill);
+      },
+      x.v);
+}
+
 #define TP_ROW_OPERATOR(op)                                                                        \
   template <class T, int M, int N>                                                                 \
   TP_HD TP_FORCEINLINE fragment<T, M, N> operator op(const fragment<T, M, N>& x, const row_vector<M>& rv) { \
