@@ -14,12 +14,11 @@
 #include <fstream>
 #include <sstream>
 
-#ifndef TP_ATTN_N64
-#define TP_ATTN_N64 128
-#define TP_ATTN_N128 96
-#define TP_ATTN_N256 64
-#endif
+#ifdef TP_ATTN_N64
 using blocks = tp::attention_blocks<TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256>;
+#else
+using blocks = tp::attention_blocks<>;
+#endif
 
 namespace {
 

@@ -44,9 +44,10 @@ struct attention_options {
   void* stream = nullptr; // cudaStream_t (GPU)
 };
 
-/// KV block rows per head dimension: the largest that fits the registers without spills and
-/// SMEM with Q, two K and two V slots (docs/benchmarks.md); bench/bench_attention tries others.
-template <int N64 = 128, int N128 = 128, int N256 = 64>
+/// KV block rows per head dimension: the fastest measured that fit SMEM with Q, two K and two
+/// V slots (docs/benchmarks.md; 80 at head dim 256 fills 224 KB); bench/bench_attention_b2
+/// and _b3 try others.
+template <int N64 = 192, int N128 = 128, int N256 = 80>
 struct attention_blocks {
   template <int D>
   static constexpr int n = D == 64 ? N64 : D == 128 ? N128 : N256;
