@@ -5,12 +5,14 @@
 // grouped order, whole tiles) on its problem; scripts/gpu-run runs the two alternately and
 // reports the ratio of their medians.
 //   bench_profile[_on|_coarse] [--m M --n N --k K] [--json out.json] [--trace-dir DIR]
-// --trace-dir (bench_profile_on only) also writes matmul_ws.json and matmul.json (the
-// non-specialised matmul of examples/matmul) there, for scripts/trace-png.
+// --trace-dir (bench_profile_on only) also writes matmul_ws.json, matmul.json (the
+// non-specialised matmul of examples/matmul) and attention.json there, for scripts/trace-png.
 #include "../examples/common/example_util.hpp"
 #include "../examples/matmul/matmul_kernel.cuh"
 #include "../examples/matmul_ws/matmul_ws_kernel.cuh"
 #include "bench_util.hpp"
+
+#include <tilepipe/kernels/attention.cuh>
 
 #include <cstring>
 #include <string>
@@ -76,7 +78,14 @@ int main(int argc, char** argv) {
     plain_cfg.profile = &prof;
     tp::kernel(plain, plain_cfg)(dev, as[0], bs[0], c);
     prof.write_trace(std::string(dir) + "/matmul.json", 4);
-    std::printf("traces written to %s (matmul_ws.json, matmul.json)\n", dir);
+    // Attention's ping-pong (its softmax is a profile_scope): 8192 tokens, 16 heads of 128.
+    const long long S = 8192, H = 16, D = 128;
+    const auto q = bench::random_tensor<T, 4>(dev, {1, S, H, D}, 31), k = bench::random_tensor<T, 4>(dev, {1, S, H, D}, 32),
+               v = bench::random_tensor<T, 4>(dev, {1, S, H, D}, 33);
+    tp::tensor<T, 4> o(dev, {1, S, H, D});
+    tp::attention_forward<T>(dev, q, k, v, o, {.profile = &prof});
+    prof.write_trace(std::string(dir) + "/attention.json", 2);
+    std::printf("traces written to %s (matmul_ws.json, matmul.json, attention.json)\n", dir);
   }
   return 0;
 }

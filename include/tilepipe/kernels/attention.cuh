@@ -42,6 +42,7 @@ struct attention_options {
   int window_right = -1;  // -1: unbounded
   float* lse = nullptr;   // optional f32 log-sum-exp out: [B, Hq, Sq], or [Hq, total_q] for varlen
   void* stream = nullptr; // cudaStream_t (GPU)
+  profiler* profile = nullptr;  // records the call's timeline (TILEPIPE_PROFILE builds; host/profiler.cuh)
 };
 
 /// KV block rows per head dimension: the fastest measured that fit SMEM with Q, two K and two
@@ -127,6 +128,7 @@ struct attention_kernel {
             wgmma(acc_o, p, v_s);
           });
           wgmma_wait<1>(acc_s);
+          profile_scope softmax_scope(ctx, "softmax");  // on the timeline: the ping-pong (docs/guide.md)
           if constexpr (with_mask) {
             mask_columns(acc_s, [&](int r) {  // row r sees keys [row - left, row + right] of the sequence
               const int row = q_first + r + shift - key0;
@@ -196,8 +198,8 @@ struct attention_kernel {
     if (!ws.is_memory(ctx)) turns.finish();
   }
 
-  tilepipe::launch_config config(int sms, void* stream) const {
-    return {.grid = {tiles.tiles() < sms ? tiles.tiles() : sms}, .stream = stream};
+  tilepipe::launch_config config(int sms, void* stream, profiler* profile = nullptr) const {
+    return {.grid = {tiles.tiles() < sms ? tiles.tiles() : sms}, .stream = stream, .profile = profile};
   }
 };
 
@@ -226,9 +228,9 @@ tensor_view<T, 4> batch_of_one(const tensor_view<T, 3>& t) {
 
 template <class T, int D, int BN>
 void launch(const device& dev, attention_kernel<T, D, BN> kern, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
-            const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, void* stream) {
+            const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt) {
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
-  kernel(kern, kern.config(sms, stream))(dev, q, k, v, o);
+  kernel(kern, kern.config(sms, opt.stream, opt.profile))(dev, q, k, v, o);
 }
 
 /// Checks the shapes, fills in the kernel's parameters and dispatches on the head dim.
@@ -269,9 +271,9 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     return kern;
   };
   if (batches == 0 || max_sq == 0) return;
-  if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, k, v, o, opt.stream);
-  else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, k, v, o, opt.stream);
-  else launch(dev, fill(attention_kernel<T, 256, Blocks::template n<256>>{}), q, k, v, o, opt.stream);
+  if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, k, v, o, opt);
+  else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, k, v, o, opt);
+  else launch(dev, fill(attention_kernel<T, 256, Blocks::template n<256>>{}), q, k, v, o, opt);
 }
 
 }  // namespace attention_detail
