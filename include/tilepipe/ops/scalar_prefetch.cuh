@@ -70,6 +70,25 @@ TP_HD inline int* allocate_scalars(kernel_context& ctx, int capacity, const char
   return reinterpret_cast<int*>(ctx.allocate(static_cast<std::uint32_t>(capacity) * sizeof(int), name));
 }
 
+/// Fills a table in SMEM (from allocate_scalars) with entry(i) for i < size, the CTA's
+/// threads sharing the entries, then synchronises the CTA and returns the table's view:
+/// for tables a kernel derives from prefetched ones (a prefix sum of group sizes).
+template <class Entry>
+TP_HD scalar_table fill_scalars(kernel_context& ctx, int* smem, int size, const char* name, Entry&& entry) {
+  // Each thread fills 16-byte chunks of 4 entries: threads never share a chunk (the
+  // interpreter's race detector watches 16-byte granules), and a warp writes 512 bytes.
+  constexpr int chunk = 4;
+  const int me = ctx.thread_index() * prim::warpgroup_threads() + prim::thread_in_warpgroup();
+  const int all = ctx.num_threads() * prim::warpgroup_threads();
+  for (int first = me * chunk; first < size; first += all * chunk) {
+    const int end = first + chunk < size ? first + chunk : size;
+    for (int i = first; i < end; ++i) smem[i] = entry(i);
+    prim::note_smem_write(smem + first, (end - first) * sizeof(int), name);
+  }
+  ctx.sync_threads();
+  return {smem, size, name, ctx.failure()};
+}
+
 /// Copies a table from device memory into SMEM (all threads of the CTA share the copy, then
 /// synchronise) and returns its view. `name` (a string literal) names it in reports.
 /// `capacity`: the SMEM to reserve, at least src.size ints (0: src.size).
@@ -79,13 +98,7 @@ TP_HD inline scalar_table prefetch_scalars(kernel_context& ctx, scalar_source sr
     prim::fail(ctx.failure(), "scalar table '%s' of %d entries: more than the %d it reserves, negative, or without data",
                name, src.size, capacity);
   int* smem = allocate_scalars(ctx, capacity > 0 ? capacity : 1, name);
-  const int me = ctx.thread_index() * prim::warpgroup_threads() + prim::thread_in_warpgroup();
-  const int all = ctx.num_threads() * prim::warpgroup_threads();
-  for (int i = me; i < src.size; i += all) smem[i] = src.data[i];
-  // The interpreter runs a warpgroup as one thread: it wrote entries thread_index() + k * all.
-  for (int i = me; i < src.size; i += all) prim::note_smem_write(smem + i, sizeof(int), name);
-  ctx.sync_threads();
-  return {smem, src.size, name, ctx.failure()};
+  return fill_scalars(ctx, smem, src.size, name, [&](int i) { return src.data[i]; });
 }
 
 }  // namespace tilepipe
