@@ -30,7 +30,12 @@ struct group_rows {
 
   TP_HD int groups() const { return table.size(); }
   TP_HD int begin(int g) const { return masked_stride ? g * masked_stride : g ? table[g - 1] : 0; }
-  TP_HD int count(int g) const { return masked_stride ? table[g] : table[g] - begin(g); }
+  /// Valid rows of group g (a masked count is clipped to the group's rows).
+  TP_HD int count(int g) const {
+    if (!masked_stride) return table[g] - begin(g);
+    const int n = table[g];
+    return n < masked_stride ? n : masked_stride;
+  }
 };
 
 /// One row tile: rows [row0, row0 + rows) of group `group` (1 <= rows <= tile_rows), the
