@@ -64,8 +64,8 @@ double compare(const std::vector<T>& lhs, const std::vector<T>& rhs, const std::
 /// Runs grouped_matmul on groups of the given sizes; K and N may be odd, the row lengths in
 /// memory are padded to 16 bytes (TMA).
 template <class T>
-void check(const std::vector<int>& sizes, long long K, long long N, tp::rhs_layout layout) {
-  const auto& dev = test::dev();
+void check(const std::vector<int>& sizes, long long K, long long N, tp::rhs_layout layout,
+           const tp::device& dev = test::dev()) {
   const int G = static_cast<int>(sizes.size());
   const long long M = std::accumulate(sizes.begin(), sizes.end(), 0LL);
   auto pad = [](long long n) { return (n + 7) / 8 * 8; };
@@ -128,6 +128,17 @@ TEST(GroupedMatmul, LayoutsTypesAndOddShapes) {
   check<tp::f16>({40, 90}, 200, 264, nk);
   check<tp::bf16>({33, 0, 65}, 77, 43, kn);  // odd K and N (rows padded to 16 bytes)
   check<tp::f16>({33, 0, 65}, 77, 43, nk);
+}
+
+TEST(GroupedMatmul, EveryCopyOrderAndShuffledCtas) {
+  if (test::on_gpu()) GTEST_SKIP() << "interpreter schedules";
+  for (auto mode : {tp::interpret::copy_mode::eager, tp::interpret::copy_mode::shuffled}) {
+    tp::device dev = test::dev();
+    dev.interpreter.copies = mode;
+    dev.interpreter.shuffle_ctas = true;
+    dev.interpreter.seed = test::fresh_seed();
+    check<tp::bf16>({0, 90, 1, 200, 0}, 128, 300, nk, dev);  // 3 x 2 tiles + one of 1 row, over 4 CTAs
+  }
 }
 
 TEST(GroupedMatmul, ManyGroups) {

@@ -65,10 +65,11 @@ int run(const tp::device& dev, int G, long long R, long long K, long long N, con
 int main(int argc, char** argv) {
   const auto dev = tp::device::open();
   const bool gpu = dev.is_gpu();
-  const int G = static_cast<int>(example::flag(argc, argv, "--groups", gpu ? 64 : 4));
-  const long long R = example::flag(argc, argv, "--rows", gpu ? 512 : 70);
-  const long long K = example::flag(argc, argv, "--k", gpu ? 7168 : 136);
-  const long long N = example::flag(argc, argv, "--n", gpu ? 2048 : 264);
+  // GPU defaults: sizes whose random inputs the host makes in seconds (bench/ has the MoE shapes).
+  const int G = static_cast<int>(example::flag(argc, argv, "--groups", gpu ? 8 : 4));
+  const long long R = example::flag(argc, argv, "--rows", gpu ? 1024 : 70);
+  const long long K = example::flag(argc, argv, "--k", gpu ? 4096 : 136);
+  const long long N = example::flag(argc, argv, "--n", gpu ? 4096 : 264);
   const std::string routing = example::flag_str(argc, argv, "--routing", "balanced");
   const auto layout = example::flag_str(argc, argv, "--rhs", "kn") == "nk" ? tp::rhs_layout::nk : tp::rhs_layout::kn;
   const bool masked = example::flag(argc, argv, "--masked", 0) != 0;
