@@ -70,16 +70,16 @@ struct grouped_matmul_kernel {
   /// outside out (counts clipped to the group, stores to out's rows).
   TP_HD void check_group([[maybe_unused]] const kernel_context& ctx, [[maybe_unused]] const group_rows<scalar_table>& rows,
                          [[maybe_unused]] int g) const {
-#if TP_DEBUG_CHECKS
-    const int n = masked_stride ? rows.table[g] : rows.count(g);
-    if (n < 0) prim::fail(ctx.failure(), "grouped_matmul: group %d has %d rows (group sizes must not be negative)", g, n);
-    if (masked_stride && n > masked_stride)
-      prim::fail(ctx.failure(), "grouped_matmul: group %d has %d valid rows, more than the %d rows per group of lhs", g,
-                 n, masked_stride);
-    if (!masked_stride && g == rows.groups() - 1 && rows.table[g] != total_rows)
-      prim::fail(ctx.failure(), "grouped_matmul: the group sizes add up to %d rows, but lhs has %d", rows.table[g],
-                 total_rows);
-#endif
+    if constexpr (debug_checks) {
+      const int n = masked_stride ? rows.table[g] : rows.count(g);
+      if (n < 0) prim::fail(ctx.failure(), "grouped_matmul: group %d has %d rows (group sizes must not be negative)", g, n);
+      if (masked_stride && n > masked_stride)
+        prim::fail(ctx.failure(), "grouped_matmul: group %d has %d valid rows, more than the %d rows per group of lhs", g,
+                   n, masked_stride);
+      if (!masked_stride && g == rows.groups() - 1 && rows.table[g] != total_rows)
+        prim::fail(ctx.failure(), "grouped_matmul: the group sizes add up to %d rows, but lhs has %d", rows.table[g],
+                   total_rows);
+    }
   }
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 3, b_tile> b, gmem<T, 2, c_tile> c) const {

@@ -20,7 +20,7 @@
 // the pipelines size buffers from the lookup as from plain arithmetic.
 //
 // Reads are checked against the table's extent in the interpreter and in TILEPIPE_DEBUG GPU
-// builds (TP_DEBUG_CHECKS): a read outside it fails naming the table and the index.
+// builds (tp::debug_checks): a read outside it fails naming the table and the index.
 #pragma once
 
 #include "../context.cuh"
@@ -44,11 +44,11 @@ class scalar_table {
 
   TP_HD int size() const { return size_; }
   TP_HD int operator[](int i) const {
-#if TP_DEBUG_CHECKS
-    if (i < 0 || i >= size_)
-      prim::fail(failure_, "scalar table '%s' read at index %d, outside its %d entries", name_, i, size_);
-    prim::note_smem_read(smem_ + i, sizeof(int), name_);
-#endif
+    if constexpr (debug_checks) {
+      if (i < 0 || i >= size_)
+        prim::fail(failure_, "scalar table '%s' read at index %d, outside its %d entries", name_, i, size_);
+      prim::note_smem_read(smem_ + i, sizeof(int), name_);
+    }
     return smem_[i];
   }
   /// In an index map's analysis: the entry depends on the axes its index does.
