@@ -205,3 +205,29 @@ TEST(GroupedMatmul, BadGroupTablesAreReportedByTheKernel) {
                 .find("group 1 has 17 valid rows, more than the 16 rows per group"),
             std::string::npos);
 }
+
+TEST(GroupedMatmul, GroupTilesCoverEveryRowOnceWithinItsGroup) {
+  // sched/group_tiles.cuh on host tables: random sizes with many empty groups, both layouts.
+  std::mt19937_64 rng(test::fresh_seed());
+  for (int trial = 0; trial < 20; ++trial) {
+    const int G = 1 + static_cast<int>(rng() % 40), tile_rows = trial % 2 ? 128 : 64, stride = trial % 3 ? 0 : 300;
+    std::vector<int> sizes(G);
+    for (int& s : sizes) s = rng() % 3 == 0 ? 0 : static_cast<int>(rng() % 300);
+    const tp::group_rows<std::vector<int>> rows{stride ? sizes : cumulative(sizes), stride};
+    std::vector<int> starts(G + 1);
+    for (int g = 0; g <= G; ++g) starts[g] = tp::group_tiles_before(rows, g, tile_rows);
+    std::vector<int> covered(static_cast<std::size_t>(stride ? G * stride : starts[G] * tile_rows + 1), 0);
+    long long valid = 0;
+    for (int g = 0; g < G; ++g) valid += sizes[g];
+    long long seen = 0;
+    for (int t = 0; t < starts[G]; ++t) {
+      const tp::group_tile u = tp::locate_group_tile(rows, starts, tile_rows, t);
+      ASSERT_TRUE(u.rows >= 1 && u.rows <= tile_rows) << "tile " << t << " has " << u.rows << " rows";
+      ASSERT_TRUE(u.row0 >= rows.begin(u.group) && u.row0 + u.rows <= rows.begin(u.group) + sizes[u.group])
+          << "tile " << t << " leaves group " << u.group;
+      for (int r = u.row0; r < u.row0 + u.rows; ++r) ++covered[static_cast<std::size_t>(r)], ++seen;
+    }
+    EXPECT_EQ(seen, valid);
+    for (int c : covered) ASSERT_LE(c, 1);
+  }
+}
