@@ -41,6 +41,7 @@ struct grouped_matmul_options {
 template <class T, rhs_layout L, int BM = 128, int BN = 256, int Stages = 4, int BK = 64>
 struct grouped_matmul_kernel {
   static constexpr int max_groups = 256;
+  static constexpr int block_n = BN, block_k = BK;
   // Two compute warpgroups, the memory one last with 56 registers: at matmul_ws' 40, the
   // group index and rhs's 3-D coordinates spill in its TMA issue loop (ptxas: 28 bytes for
   // [G, K, N]); at 56 nothing spills and the compute warpgroups keep 224.
@@ -216,8 +217,8 @@ void run(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3
   kern.group_table = {group_table, groups};
   kern.masked_stride = masked_stride;
   kern.total_rows = static_cast<int>(M);
-  kern.tiles_n = static_cast<int>((N + 255) / 256);
-  kern.k_steps = static_cast<int>((K + 63) / 64);
+  kern.tiles_n = static_cast<int>((N + kernel_t::block_n - 1) / kernel_t::block_n);
+  kern.k_steps = static_cast<int>((K + kernel_t::block_k - 1) / kernel_t::block_k);
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
   kernel(kern, kern.config(sms, opt.stream))(dev, lhs, rhs, out);
 }
