@@ -1,8 +1,11 @@
 // Index maps that break the pipeline's rules are reported, naming the spec, the step and the
 // block: a block wholly outside its array, an output block visited again after other blocks.
+// Group tables of the grouped matmul that only the device reads are reported too.
 // The interpreter always checks; the GPU build of this test has TILEPIPE_DEBUG, where a
 // failed check reports its message and traps, so every case runs in a fresh process.
 #include "test_util.hpp"
+
+#include <tilepipe/kernels/grouped_matmul.cuh>
 
 #include <cstdlib>
 #include <string>
@@ -121,4 +124,33 @@ TEST_F(DebugChecks, ConsecutiveVisitsAndEdgeBlocksRunClean) {
   const auto hy = y.to_host();
   for (int r = 0; r < 40; ++r)
     for (int c = 0; c < 50; ++c) ASSERT_EQ(hy[r * 56 + c], hx[r * 52 + c]) << r << ", " << c;
+}
+
+// Group offsets and counts live on the device: the kernel checks them (in the interpreter and
+// in TILEPIPE_DEBUG GPU builds).
+TEST_F(DebugChecks, GroupedMatmulGroupTables) {
+  auto with_offsets = [](std::vector<int> ends) {
+    const auto& dev = test::dev();
+    tp::tensor<tp::bf16, 2> lhs(dev, {64, 64}), out(dev, {64, 64});
+    tp::tensor<tp::bf16, 3> rhs(dev, {3, 64, 64});
+    auto offs = tp::tensor<int, 1>::from_host(dev, {3}, ends);
+    return test::error_of([&] {
+      tp::grouped_matmul<tp::bf16>(dev, lhs, rhs, tp::rhs_layout::kn, offs.data(), out);
+      (void)out.to_host();
+    });
+  };
+  EXPECT_REPORTED(with_offsets({10, 40, 60}), "the group sizes add up to 60 rows, but lhs has 64");
+  EXPECT_REPORTED(with_offsets({30, 20, 64}), "group 1 has -10 rows");
+  EXPECT_EQ(with_offsets({0, 64, 64}), "");
+  auto with_counts = [](std::vector<int> counts) {
+    const auto& dev = test::dev();
+    tp::tensor<tp::bf16, 3> lhs(dev, {3, 16, 64}), rhs(dev, {3, 64, 64}), out(dev, {3, 16, 64});
+    auto c = tp::tensor<int, 1>::from_host(dev, {3}, counts);
+    return test::error_of([&] {
+      tp::grouped_matmul_masked<tp::bf16>(dev, lhs, rhs, tp::rhs_layout::nk, c.data(), out);
+      (void)out.to_host();
+    });
+  };
+  EXPECT_REPORTED(with_counts({4, 17, 0}), "group 1 has 17 valid rows, more than the 16 rows per group of lhs");
+  EXPECT_REPORTED(with_counts({-1, 3, 0}), "group 0 has -1 rows");
 }

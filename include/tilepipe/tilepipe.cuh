@@ -18,6 +18,7 @@
 #include "ops/copy.cuh"
 #include "ops/fragment.cuh"
 #include "ops/map.cuh"
+#include "ops/scalar_prefetch.cuh"
 #include "ops/store.cuh"
 #include "ops/turn_order.cuh"
 #include "ops/wgmma.cuh"

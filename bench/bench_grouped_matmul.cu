@@ -1,0 +1,152 @@
+// tilepipe's ragged grouped matmul (kernels/grouped_matmul.cuh) on the shapes of
+// bench/grouped_matmul_shapes.txt, timed like its PyTorch peers
+// (bench/grouped_matmul_peers_torch.py): batches of 10 calls between CUDA events, 3 warm-up
+// batches, the median of 15. Every shape's inputs exceed 200 MB (L2 holds 50), so one set
+// is used. The inputs repeat a pool of random values (filling gigabytes of weights from a
+// host generator would take minutes); 256 sampled outputs are checked against float64.
+// FLOPs: 2 M N K, M the routed rows.
+//   bench_grouped_matmul --shapes bench/grouped_matmul_shapes.txt --json out.json
+#include <tilepipe/kernels/grouped_matmul.cuh>
+
+#include "../examples/common/grouped_routing.hpp"
+#include "bench_util.hpp"
+
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+struct config {
+  int groups;
+  long long rows, k, n;
+  std::string routing, layout, dtype;
+};
+
+std::vector<config> read_shapes(const char* path) {
+  std::ifstream in(path);
+  if (!in) tp::detail::throw_formatted("bench_grouped_matmul: cannot read %s", path);
+  std::vector<config> out;
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream ls(line);
+    config c;
+    if (ls >> c.groups >> c.rows >> c.k >> c.n >> c.routing >> c.layout >> c.dtype) out.push_back(c);
+  }
+  return out;
+}
+
+constexpr long long pool_size = 1 << 22;  // random values the inputs repeat
+
+template <class T>
+std::vector<T> random_pool(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<T> v(pool_size);
+  for (auto& x : v) x = tp::from_float<T>(d(rng));
+  return v;
+}
+
+/// A device tensor of `elements` values pool[i % pool_size].
+template <class T>
+tp::tensor<T, 1> pooled_tensor(const tp::device& dev, long long elements, const std::vector<T>& pool) {
+  tp::tensor<T, 1> t(dev, {elements});
+  for (long long at = 0; at < elements; at += pool_size) {
+    const long long n = std::min<long long>(pool_size, elements - at);
+    TP_CUDA_CHECK(cudaMemcpy(t.data() + at, pool.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  return t;
+}
+
+template <class T>
+std::string run(const tp::device& dev, const config& c) {
+  const auto sizes = example::group_sizes(c.groups, c.rows, c.routing);
+  const auto ends = example::group_ends(sizes);
+  const long long M = ends.back(), K = c.k, N = c.n, G = c.groups;
+  const bool kn = c.layout == "kn";
+  const auto layout = kn ? tp::rhs_layout::kn : tp::rhs_layout::nk;
+  const auto pool_a = random_pool<T>(1), pool_b = random_pool<T>(2);
+  auto a = pooled_tensor<T>(dev, M * K, pool_a), b = pooled_tensor<T>(dev, G * K * N, pool_b);
+  auto out = tp::tensor<T, 1>(dev, {M * N});
+  auto offs = tp::tensor<int, 1>::from_host(dev, {G}, ends);
+  const tp::tensor_view<T, 2> lhs{a.data(), {M, K}, {K, 1}, true}, o{out.data(), {M, N}, {N, 1}, true};
+  const tp::tensor_view<T, 3> rhs{b.data(), {G, kn ? K : N, kn ? N : K}, {K * N, kn ? N : K, 1}, true};
+  auto call = [&](int) { tp::grouped_matmul<T>(dev, lhs, rhs, layout, offs.data(), o); };
+
+  call(0);
+  const auto ho = out.to_host();
+  double worst = 0;
+  std::mt19937_64 rng(11);
+  for (int s = 0; s < 256; ++s) {
+    const long long r = static_cast<long long>(rng() % M), j = static_cast<long long>(rng() % N);
+    const long long g = std::upper_bound(ends.begin(), ends.end(), r) - ends.begin();
+    double ref = 0, mag = 0;
+    for (long long k = 0; k < K; ++k) {
+      const double x = tp::to_float(pool_a[(r * K + k) % pool_size]);
+      const double w = tp::to_float(pool_b[(g * K * N + (kn ? k * N + j : j * K + k)) % pool_size]);
+      ref += x * w, mag += std::abs(x * w);
+    }
+    worst = std::max(worst, std::abs(tp::to_float(ho[r * N + j]) - ref) / std::max(mag, 1e-6));
+  }
+  const bool ok = worst <= 1e-2;  // relative to the sum of |products|: bf16 rounding of the output
+
+  bench::batch_timer timer;
+  for (int i = 0; i < 3; ++i) timer.per_call(call, 10 * i, 10, 1);
+  std::vector<float> ms;
+  for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, 1));
+  const double med = bench::median(ms), tflops = 2.0 * M * N * K / (med * 1e-3) / 1e12;
+  std::printf("tilepipe G=%d rows=%lld K=%lld N=%lld %s rhs %s %s: %.3f ms  %.1f TFLOP/s  check %s (%.2e)\n", c.groups,
+              c.rows, K, N, c.routing.c_str(), c.layout.c_str(), c.dtype.c_str(), med, tflops, ok ? "ok" : "MISMATCH",
+              worst);
+  std::fflush(stdout);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f, \"check\": \"%s\", \"check_err\": %.3e", med, tflops,
+                ok ? "ok" : "mismatch", worst);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char *shapes = "bench/grouped_matmul_shapes.txt", *json = nullptr;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
+  }
+  const auto dev = tp::device::open();
+  if (!dev.is_gpu()) {
+    std::printf("bench_grouped_matmul: no GPU\n");
+    return 1;
+  }
+  std::vector<std::string> rows;
+  int status = 0;
+  for (const config& c : read_shapes(shapes)) {
+    std::string r;
+    try {
+      r = c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
+      if (r.find("mismatch") != std::string::npos) status = 1;
+    } catch (const tp::error& e) {
+      std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());
+      r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+      status = 1;
+    }
+    char head[256];
+    std::snprintf(head, sizeof head,
+                  "{\"impl\": \"tilepipe\", \"groups\": %d, \"rows\": %lld, \"k\": %lld, \"n\": %lld, \"routing\": \"%s\", "
+                  "\"layout\": \"%s\", \"dtype\": \"%s\", ",
+                  c.groups, c.rows, c.k, c.n, c.routing.c_str(), c.layout.c_str(), c.dtype.c_str());
+    rows.push_back(head + r + "}");
+  }
+  if (json) {
+    FILE* f = std::fopen(json, "w");
+    const std::time_t now = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    std::fprintf(f, "{\"gpu\": \"%s\", \"date\": \"%s\", \"results\": [\n", dev.name().c_str(), date);
+    for (std::size_t i = 0; i < rows.size(); ++i) std::fprintf(f, "  %s%s\n", rows[i].c_str(), i + 1 < rows.size() ? "," : "");
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return status;
+}

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""PyTorch peers of bench_grouped_matmul on bench/grouped_matmul_shapes.txt:
+
+  torch_grouped_mm  torch._grouped_mm(lhs, rhs, offs=offs) (CUTLASS-based), rhs [G, K, N] as
+                    the layout gives it (nk: [G, N, K] storage passed as .transpose(-2, -1))
+  torch_mm_loop     one torch.mm per group into its rows of out (the sizes known on the host)
+  torch_dense       one torch.mm of all M rows by one group's weights: the same FLOPs with the
+                    weights read once, the ceiling a grouped matmul approaches
+
+  python3 bench/grouped_matmul_peers_torch.py --shapes bench/grouped_matmul_shapes.txt --json OUT.json
+
+Group sizes as examples/common/grouped_routing.hpp makes them (balanced; skewed: group 0 takes
+half of the rows, the others share the rest, the last the remainder). Timing as the C++ bench:
+CUDA events around batches of 10 calls, 3 warm-up batches, median of 15; each batch is also
+replayed as a CUDA graph and median_ms is the faster ("timing" says which). Every shape's
+inputs exceed 200 MB, so one input set. FLOPs = 2 M N K. Check: 256 sampled outputs against
+float64 (relative to the sum of |products|, 1e-2).
+"""
+import argparse, datetime, json, statistics
+
+import torch
+
+CALLS, WARM, BATCHES = 10, 3, 15
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def read_shapes(path):
+    out = []
+    for line in open(path):
+        f = line.split("#")[0].split()
+        if len(f) == 7:
+            out.append(dict(groups=int(f[0]), rows=int(f[1]), k=int(f[2]), n=int(f[3]), routing=f[4], layout=f[5],
+                            dtype=f[6]))
+    return out
+
+
+def group_sizes(groups, rows, routing):
+    total = groups * rows
+    if routing != "skewed" or groups == 1:
+        return [rows] * groups
+    first = total // 2
+    each = (total - first) // (groups - 1)
+    sizes = [first] + [each] * (groups - 1)
+    sizes[-1] = total - first - each * (groups - 2)
+    return sizes
+
+
+def time_batches(run_batch):
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(BATCHES)]
+    for j in range(WARM + BATCHES):
+        if j >= WARM:
+            ev[j - WARM][0].record()
+        run_batch()
+        if j >= WARM:
+            ev[j - WARM][1].record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in ev) / CALLS
+
+
+def time_call(call):
+    """(median ms per call, 'eager' or 'graph'): the faster of eager batches and a replayed graph."""
+    eager = time_batches(lambda: [call() for _ in range(CALLS)])
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            call()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(CALLS):
+                call()
+        graph = time_batches(g.replay)
+        del g
+    except Exception:
+        graph = float("inf")
+    return (eager, "eager") if eager <= graph else (graph, "graph")
+
+
+def check(out, lhs, rhs_kn, ends):
+    """Worst |out - ref| / sum|products| over 256 sampled entries (float64 reference)."""
+    gen = torch.Generator().manual_seed(11)
+    m, n = out.shape
+    rows = torch.randint(0, m, (256,), generator=gen).tolist()
+    cols = torch.randint(0, n, (256,), generator=gen).tolist()
+    ends_t = torch.tensor(ends)
+    worst = 0.0
+    for r, j in zip(rows, cols):
+        g = int(torch.searchsorted(ends_t, r, right=True))
+        p = lhs[r].double() * rhs_kn[g][:, j].double()
+        worst = max(worst, abs(out[r, j].double() - p.sum()).item() / max(p.abs().sum().item(), 1e-6))
+    return ("ok" if worst <= 1e-2 else f"mismatch {worst:.3g}"), worst
+
+
+def run(c):
+    dt = DTYPES[c["dtype"]]
+    sizes = group_sizes(c["groups"], c["rows"], c["routing"])
+    ends = [sum(sizes[: g + 1]) for g in range(len(sizes))]
+    m, k, n, g = ends[-1], c["k"], c["n"], c["groups"]
+    flops = 2.0 * m * n * k
+    lhs = torch.randn(m, k, device="cuda", dtype=dt)
+    if c["layout"] == "nk":
+        rhs_kn = torch.randn(g, n, k, device="cuda", dtype=dt).transpose(-2, -1)
+    else:
+        rhs_kn = torch.randn(g, k, n, device="cuda", dtype=dt)
+    offs = torch.tensor(ends, device="cuda", dtype=torch.int32)
+    out = torch.empty(m, n, device="cuda", dtype=dt)
+    starts = [0] + ends[:-1]
+
+    def mm_loop():
+        for i in range(g):
+            if sizes[i]:
+                torch.mm(lhs[starts[i]:ends[i]], rhs_kn[i], out=out[starts[i]:ends[i]])
+
+    peers = [("torch_grouped_mm", lambda: torch._grouped_mm(lhs, rhs_kn, offs=offs)),
+             ("torch_mm_loop", mm_loop),
+             ("torch_dense", lambda: torch.mm(lhs, rhs_kn[0]))]
+    rows = []
+    for name, call in peers:
+        row = dict(impl=name, **c)
+        try:
+            res = call()
+            torch.cuda.synchronize()
+            if name != "torch_dense":
+                row["check"], row["check_err"] = check(out if res is None else res, lhs, rhs_kn, ends)
+            del res
+            ms, how = time_call(call)
+            row.update(median_ms=round(ms, 5), tflops=round(flops / (ms * 1e-3) / 1e12, 2), timing=how)
+            print(f"{name} G={g} rows={c['rows']} K={k} N={n} {c['routing']} rhs {c['layout']} {c['dtype']}: "
+                  f"{ms:.3f} ms  {row['tflops']:.1f} TFLOP/s ({how}) {row.get('check', '')}", flush=True)
+        except Exception as e:
+            row["error"] = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+            print(f"{name}: {row['error']}", flush=True)
+        rows.append(row)
+    del lhs, rhs_kn, out
+    torch.cuda.empty_cache()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="bench/grouped_matmul_shapes.txt")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    results = [r for c in read_shapes(a.shapes) for r in run(c)]
+    if a.json:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                   "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   "results": results}, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

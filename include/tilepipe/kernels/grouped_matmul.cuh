@@ -1,0 +1,275 @@
+// A ragged grouped matmul, the expert layer of a mixture of experts (Pallas' ragged_dot,
+// PyTorch's _grouped_mm with offs):
+//     out[M, N] = lhs[M, K] . rhs[g(row)]     rows of lhs sorted by group, rhs [G, K, N] or [G, N, K]
+//
+//     tp::grouped_matmul(dev, lhs, rhs, tp::rhs_layout::kn, offsets, out);   // offsets: device int[G]
+//     tp::grouped_matmul_masked(dev, lhs, rhs, tp::rhs_layout::nk, counts, out);  // lhs [G, Mmax, K]
+//
+// The group table (cumulative row ends, or per-group valid rows in the masked decode
+// layout) stays on the device: each CTA prefetches it into shared memory (scalar prefetch)
+// and derives the tiles from it, so nothing waits for the host and the call can be captured
+// in a CUDA graph. Each group's rows are cut into 128-row tiles starting at the group's
+// first row (sched/group_tiles.cuh): no tile mixes two groups' rows, so every row is
+// multiplied by its own group's weights, and an empty group has no tiles.
+//
+// The schedule is the persistent warp-specialised matmul's (examples/matmul_ws): one CTA
+// per SM loops over the (row tile, column tile) pairs of all groups in a tile_scheduler's
+// L2-friendly order; each tile is one warp-specialised pipeline over K on hoisted
+// allocations, chained so that the memory warpgroup loads the next tile while the two
+// compute warpgroups (64 rows each) finish the last. The epilogue stores a compute
+// warpgroup's 64 rows by TMA through two SMEM buffers when they all belong to the group,
+// and from registers with the rows clipped to the group when the group ends inside them
+// (TMA would write the next group's rows): rows of other groups, and the rows past a
+// masked group's count, are never written.
+#pragma once
+
+#include "../sched/group_tiles.cuh"
+#include "../tilepipe.cuh"
+
+#include <cstdint>
+
+namespace tilepipe {
+
+/// How rhs holds each group's K x N matrix: [G, K, N] (row-major) or [G, N, K] (each
+/// matrix transposed, as nn.Linear weights are stored).
+enum class rhs_layout { kn, nk };
+
+struct grouped_matmul_options {
+  void* stream = nullptr;  // cudaStream_t (GPU)
+};
+
+template <class T, rhs_layout L, int BM = 128, int BN = 256, int Stages = 4, int BK = 64>
+struct grouped_matmul_kernel {
+  static constexpr int max_groups = 256;
+  static constexpr int block_n = BN, block_k = BK;
+  // Two compute warpgroups, the memory one last with 56 registers: at matmul_ws' 40, the
+  // group index and rhs's 3-D coordinates spill in its TMA issue loop (ptxas: 28 bytes for
+  // [G, K, N]); at 56 nothing spills and the compute warpgroups keep 224.
+  static constexpr warp_specialization<2, 56> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  static constexpr int compute_wgs = ws.compute_wgs;
+  static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
+  static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
+  // Epilogue chunks of 64 x 32: the group tables take the SMEM that 64 x 64 chunks would.
+  static constexpr int EM = 64, EN = 32;
+  // lhs tiles start at any row (a group's first): the row index is an element offset.
+  using a_tile = tile<block<element(BM), BK>, swizzle<SK>>;
+  using b_tile = std::conditional_t<L == rhs_layout::kn, tile<block<squeezed, BK, BN>, swizzle<128>>,
+                                    tile<block<squeezed, BN, BK>, swizzle<SK>>>;
+  using c_tile = tile<block<element(EM), EN>, swizzle<EN * static_cast<int>(sizeof(T))>>;
+  using c_view = smem<T, c_tile>;
+  static_assert(WM % 64 == 0 && BN % EN == 0, "tilepipe: grouped_matmul tiles: 64-row multiples per warpgroup");
+
+  scalar_source group_table;  // offsets (cumulative row ends) or, masked, valid rows per group
+  int masked_stride = 0;      // masked layout: rows per group (Mmax); 0: offsets
+  int total_rows = 0;         // rows of lhs (G * Mmax when masked)
+  int tiles_n = 1, k_steps = 1;
+
+  /// Fails when group g's entry is impossible (only the device sees the table): in the
+  /// interpreter and in TILEPIPE_DEBUG GPU builds. The inlined failure paths cost the release
+  /// kernel spilled registers; there an impossible table gives wrong rows but writes nothing
+  /// outside out (counts clipped to the group, stores to out's rows).
+  TP_HD void check_group([[maybe_unused]] const kernel_context& ctx, [[maybe_unused]] const group_rows<scalar_table>& rows,
+                         [[maybe_unused]] int g) const {
+    if constexpr (debug_checks) {
+      const int n = masked_stride ? rows.table[g] : rows.count(g);
+      if (n < 0) prim::fail(ctx.failure(), "grouped_matmul: group %d has %d rows (group sizes must not be negative)", g, n);
+      if (masked_stride && n > masked_stride)
+        prim::fail(ctx.failure(), "grouped_matmul: group %d has %d valid rows, more than the %d rows per group of lhs", g,
+                   n, masked_stride);
+      if (!masked_stride && g == rows.groups() - 1 && rows.table[g] != total_rows)
+        prim::fail(ctx.failure(), "grouped_matmul: the group sizes add up to %d rows, but lhs has %d", rows.table[g],
+                   total_rows);
+    }
+  }
+
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 3, b_tile> b, gmem<T, 2, c_tile> c) const {
+    const int ci = ws.compute_index(ctx);
+    const group_rows<scalar_table> where{
+        prefetch_scalars(ctx, group_table, masked_stride ? "group_counts" : "group_offsets", max_groups), masked_stride};
+    const int groups = where.groups();
+    const scalar_table tile_starts =
+        fill_scalars(ctx, allocate_scalars(ctx, max_groups + 1, "group tile starts"), groups + 1, "group tile starts",
+                     [&](int g) {
+                       if (g < groups) check_group(ctx, where, g);
+                       return group_tiles_before(where, g, BM);
+                     });
+    const int row_tiles = tile_starts[groups];
+    if (row_tiles == 0) return;  // every group empty (masked decode)
+
+    accumulator<WM, BN> acc;  // lives in the compute warpgroups only
+    c_view c_buf[2];          // epilogue buffers
+
+    auto step = [&acc, ci](auto, auto a_smem, auto b_smem) {
+      auto b_kn = [&] {
+        if constexpr (L == rhs_layout::kn) return b_smem;
+        else return transpose(b_smem);
+      }();
+      wgmma(acc, rows<WM>(a_smem, ci * WM), b_kn);
+      wgmma_wait<1>();  // one group stays in flight: delay_release<1>
+    };
+    auto tile_pipeline = [&](group_tile t, int n) {
+      auto context = compute_context([&, t, n](auto pipeline) {
+        acc = zeros<float, WM, BN>();
+        pipeline();
+        wgmma_wait<0>(acc);
+        const int row0 = t.row0 + ci * WM, my_rows = t.rows - ci * WM;  // this warpgroup's rows of the group
+        if (my_rows >= WM) {
+          static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
+            constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
+            const c_view& buf = c_buf[chunk.value % 2];
+            wait_smem_to_gmem<1>(reads_done);  // the store that last read this buffer is done reading
+            store_block<rb * EM, cb * EN>(buf, acc);
+            commit_smem();
+            copy_smem_to_gmem(buf, c, idx(row0 + rb * EM, n * (BN / EN) + cb));
+          });
+        } else if (my_rows > 0 && row0 >= 0) {  // the group ends inside these rows: store only its own
+          const long long col0 = static_cast<long long>(n) * BN, cols = c.shape[1] - col0, rows_left = c.shape[0] - row0;
+          gmem_ref<T, 2> dst;
+          dst.data = c.data + row0 * c.stride[0] + col0;
+          dst.shape[0] = my_rows < rows_left ? my_rows : rows_left, dst.shape[1] = cols < BN ? cols : BN;
+          dst.stride[0] = c.stride[0], dst.stride[1] = 1;
+          store(dst, acc);
+        }
+      });
+      auto a_map = [row0 = t.row0](auto k) { return idx(row0, k); };
+      auto b_map = [g = t.group, n](auto k) {
+        if constexpr (L == rhs_layout::kn) return idx(g, k, n);
+        else return idx(g, n, k);
+      };
+      return emit_pipeline_warp_specialized(
+          step, grid(k_steps),
+          in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
+          max_concurrent_steps<Stages>, context);
+    };
+    using pipeline = decltype(tile_pipeline(group_tile{}, 0));
+    static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(a), decltype(b)> +
+                                                   2 * compute_wgs * c_view::bytes + table_smem_bytes,
+                                               smem_capacity>::ok);
+
+    auto alloc = tile_pipeline({0, 0, BM}, 0).get_allocations(ctx, a, b);
+    unsigned char* bufs = ctx.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
+    for (int i = 0; i < 2; ++i) c_buf[i] = c_view{reinterpret_cast<T*>(bufs + (2 * ci + i) * c_view::bytes), 0};
+
+    // The persistent loop over (row tile, column tile) in bands of 8 row tiles.
+    const tile_scheduler<> sched{tile_order_plan(row_tiles, tiles_n, 8), k_steps, stream_k_off};
+    const auto work = sched.worker(ctx.axis_index(0), ctx.axis_size(0));
+    warp_specialized_for(ws, ctx, 0, work.size(), 1, [&](int j, pipeline_state state, auto role) {
+      const work_tile u = work[j];
+      tile_pipeline(locate_group_tile(where, tile_starts, BM, u.tile.m), u.tile.n)(ctx, alloc, state, role, a, b);
+    });
+    if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>();  // the last tile's stores
+  }
+
+  /// The group table and the tile starts (each allocation 1024-byte aligned).
+  static constexpr std::size_t table_smem_bytes = 1024 * ((max_groups * 4 + 1023) / 1024 + ((max_groups + 1) * 4 + 1023) / 1024);
+
+  /// One CTA per SM, or fewer when there are fewer tiles than SMs at most.
+  launch_config config(int sms, void* stream) const {
+    const long long max_row_tiles =
+        masked_stride ? static_cast<long long>(group_table.size) * ((masked_stride + BM - 1) / BM)
+                      : (total_rows + BM - 1) / BM + group_table.size;
+    const long long max_tiles = max_row_tiles * tiles_n;
+    return {.grid = {static_cast<int>(max_tiles < sms ? max_tiles : sms)}, .stream = stream};
+  }
+};
+
+namespace grouped_matmul_detail {
+
+/// TMA reads rows: the innermost dimension contiguous, the other strides and the data 16-byte aligned.
+template <class T, int R>
+void require_rows_layout(const tensor_view<T, R>& t, const char* name) {
+  if (t.stride[R - 1] != 1)
+    detail::throw_formatted("grouped_matmul: %s's last dimension must be contiguous (stride 1, got %lld)", name,
+                            t.stride[R - 1]);
+  for (int d = 0; d < R - 1; ++d)
+    if (t.stride[d] * static_cast<long long>(sizeof(T)) % 16 != 0)
+      detail::throw_formatted("grouped_matmul: %s's stride %lld in dimension %d is not a multiple of 16 bytes (TMA)",
+                              name, t.stride[d], d);
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
+    detail::throw_formatted("grouped_matmul: %s's data is not 16-byte aligned (TMA)", name);
+}
+
+template <class T, rhs_layout L>
+void run(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3>& rhs, const int* group_table,
+         int groups, int masked_stride, const tensor_view<T, 2>& out, const grouped_matmul_options& opt) {
+  using kernel_t = grouped_matmul_kernel<T, L>;
+  const long long M = lhs.shape[0], K = lhs.shape[1];
+  const long long rk = L == rhs_layout::kn ? rhs.shape[1] : rhs.shape[2];
+  const long long N = L == rhs_layout::kn ? rhs.shape[2] : rhs.shape[1];
+  if (groups < 1 || groups > kernel_t::max_groups)
+    detail::throw_formatted("grouped_matmul: %d groups; 1 to %d are supported", groups, kernel_t::max_groups);
+  if (rhs.shape[0] != groups)
+    detail::throw_formatted("grouped_matmul: rhs has %lld groups, but the group table has %d", rhs.shape[0], groups);
+  if (!group_table) detail::throw_formatted("grouped_matmul: no group table (a device array of %d ints)", groups);
+  if (rk != K)
+    detail::throw_formatted("grouped_matmul: lhs has K = %lld columns, rhs's matrices have K = %lld (layout %s)", K, rk,
+                            L == rhs_layout::kn ? "[G, K, N]" : "[G, N, K]");
+  if (out.shape[0] != M || out.shape[1] != N)
+    detail::throw_formatted("grouped_matmul: out is %lld x %lld, expected %lld x %lld (rows of lhs x N)", out.shape[0],
+                            out.shape[1], M, N);
+  if (K < 1 || N < 1) detail::throw_formatted("grouped_matmul: K = %lld and N = %lld must be positive", K, N);
+  if (M > 0x7fffffffLL - kernel_t::max_groups * 128LL)
+    detail::throw_formatted("grouped_matmul: %lld rows exceed the 32-bit row indices", M);
+  require_rows_layout(lhs, "lhs"), require_rows_layout(rhs, "rhs"), require_rows_layout(out, "out");
+  if (M == 0) return;
+  kernel_t kern;
+  kern.group_table = {group_table, groups};
+  kern.masked_stride = masked_stride;
+  kern.total_rows = static_cast<int>(M);
+  kern.tiles_n = static_cast<int>((N + kernel_t::block_n - 1) / kernel_t::block_n);
+  kern.k_steps = static_cast<int>((K + kernel_t::block_k - 1) / kernel_t::block_k);
+  const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
+  kernel(kern, kern.config(sms, opt.stream))(dev, lhs, rhs, out);
+}
+
+template <class T>
+void dispatch(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3>& rhs, rhs_layout layout,
+              const int* group_table, int groups, int masked_stride, const tensor_view<T, 2>& out,
+              const grouped_matmul_options& opt) {
+  if (layout == rhs_layout::kn) run<T, rhs_layout::kn>(dev, lhs, rhs, group_table, groups, masked_stride, out, opt);
+  else run<T, rhs_layout::nk>(dev, lhs, rhs, group_table, groups, masked_stride, out, opt);
+}
+
+/// [G, Mmax, C] as the [G * Mmax, C] rows it stacks (the groups must lie back to back).
+template <class T>
+tensor_view<T, 2> stacked(const tensor_view<T, 3>& t, const char* name) {
+  if (t.shape[0] > 1 && t.stride[0] != t.shape[1] * t.stride[1])
+    detail::throw_formatted("grouped_matmul_masked: %s's groups must lie back to back (stride %lld in dimension 0, "
+                            "expected %lld rows x %lld)",
+                            name, t.stride[0], t.shape[1], t.stride[1]);
+  return {t.data, {t.shape[0] * t.shape[1], t.shape[2]}, {t.stride[1], t.stride[2]}, t.on_gpu};
+}
+
+}  // namespace grouped_matmul_detail
+
+/// out[M, N] = lhs[M, K] . rhs[g]: rows [offsets[g - 1], offsets[g]) of lhs (offsets[-1] = 0)
+/// belong to group g. bf16 or f16, f32 accumulation. rhs is [G, K, N] (rhs_layout::kn) or
+/// [G, N, K] (rhs_layout::nk); `group_offsets` is a device array of G ints, the cumulative
+/// group sizes (PyTorch's offs; the last is M). Groups may be empty; 1 <= G <= 256.
+/// Offsets that decrease or do not end at M fail in the kernel (the host does not read them).
+template <class T>
+void grouped_matmul(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3>& rhs, rhs_layout layout,
+                    const int* group_offsets, const tensor_view<T, 2>& out, const grouped_matmul_options& opt = {}) {
+  grouped_matmul_detail::dispatch(dev, lhs, rhs, layout, group_offsets, static_cast<int>(rhs.shape[0]), 0, out, opt);
+}
+
+/// The masked (decode) layout: out[g, i] = lhs[g, i] . rhs[g] for i < group_counts[g] with
+/// lhs [G, Mmax, K] and out [G, Mmax, N]; rows i >= group_counts[g] of out are not written.
+/// `group_counts` is a device array of G ints in [0, Mmax].
+template <class T>
+void grouped_matmul_masked(const device& dev, const tensor_view<T, 3>& lhs, const tensor_view<T, 3>& rhs,
+                           rhs_layout layout, const int* group_counts, const tensor_view<T, 3>& out,
+                           const grouped_matmul_options& opt = {}) {
+  using grouped_matmul_detail::stacked;
+  if (lhs.shape[0] != rhs.shape[0] || out.shape[0] != lhs.shape[0])
+    detail::throw_formatted("grouped_matmul_masked: lhs has %lld groups, rhs %lld and out %lld", lhs.shape[0],
+                            rhs.shape[0], out.shape[0]);
+  if (out.shape[1] != lhs.shape[1])
+    detail::throw_formatted("grouped_matmul_masked: out has %lld rows per group, lhs %lld", out.shape[1], lhs.shape[1]);
+  if (lhs.shape[1] < 1) detail::throw_formatted("grouped_matmul_masked: lhs has no rows per group");
+  grouped_matmul_detail::dispatch(dev, stacked(lhs, "lhs"), rhs, layout, group_counts, static_cast<int>(lhs.shape[0]),
+                                  static_cast<int>(lhs.shape[1]), stacked(out, "out"), opt);
+}
+
+}  // namespace tilepipe
