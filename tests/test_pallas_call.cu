@@ -152,6 +152,25 @@ TEST(PallasCall, ElementwiseExample) {
   }
 }
 
+TEST(PallasCall, IntoWritesGivenOutputsAndChecksTheirShapes) {
+  const long long rows = 40, cols = 256;
+  const auto hx = test::random_values<tp::bf16>(rows * cols);
+  auto x = tp::tensor<tp::bf16, 2>::from_host(test::dev(), {rows, cols}, hx);
+  tp::tensor<tp::bf16, 2> y(test::dev(), {rows, cols});
+  y.poison();
+  const auto call = pallas_examples::axpb<tp::bf16>(rows, cols, -0.5f, 2.0f);
+  call.into(test::dev(), x, y);
+  std::vector<double> ref(rows * cols);
+  for (long long i = 0; i < rows * cols; ++i) ref[i] = -0.5 * tp::to_float(hx[i]) + 2.0;
+  EXPECT_LT(test::rel_error(y.to_host(), ref), 1e-2);
+
+  tp::tensor<tp::bf16, 2> short_y(test::dev(), {rows - 8, cols});
+  const std::string e = test::error_of([&] { call.into(test::dev(), x, short_y); });
+  EXPECT_NE(e.find("pallas_call(...).into: output 0 has extent 32 along dimension 0, but its out_shape says 40"),
+            std::string::npos)
+      << e;
+}
+
 template <class T, int BM, int BN, int Stages, int WGs, class Semantics>
 void check_matmul(long long M, long long N, long long K) {
   const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N);

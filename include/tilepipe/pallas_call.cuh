@@ -332,6 +332,22 @@ class launcher {
         dev, inputs...);
   }
 
+  /// Runs the call writing into existing outputs instead of allocating them: arguments
+  /// are the inputs, then one tensor (or view) per out_shape, of its type and shape.
+  /// For timing loops and outputs that are slices of larger tensors.
+  template <class... A>
+  void into(const device& dev, const A&... args) const {
+    constexpr std::size_t n_in = cuda::std::tuple_size_v<typename Plan::in_specs_type>;
+    static_assert(sizeof...(A) == n_in + sizeof...(O),
+                  "tilepipe: pallas_call(...).into(dev, inputs..., outputs...): one argument per in_spec and per "
+                  "out_spec");
+    using params = decltype(argument_parameters<A...>(cuda::std::make_index_sequence<sizeof...(A)>{}));
+    using K = call_kernel<Plan, params>;
+    const auto bound = std::tie(args...);
+    for_outputs(bound, std::make_index_sequence<sizeof...(O)>{});
+    tilepipe::kernel(K{{}, plan_}, config<params>())(dev, args...);
+  }
+
   /// The CUDA stream the launches go to (default: the default stream).
   launcher& on_stream(void* stream) {
     stream_ = stream;
@@ -347,6 +363,32 @@ class launcher {
       typename gmem_param<cuda::std::tuple_element_t<J, typename Plan::out_specs_type>,
                           typename output_traits<std::tuple_element_t<J, std::tuple<O...>>>::value_type,
                           output_traits<std::tuple_element_t<J, std::tuple<O...>>>::rank>::type...>;
+
+  template <std::size_t I>
+  using spec_at = cuda::std::tuple_element_t<I, decltype(cuda::std::tuple_cat(std::declval<typename Plan::in_specs_type>(),
+                                                                           std::declval<typename Plan::out_specs_type>()))>;
+
+  template <class... A, std::size_t... I>
+  static auto argument_parameters(cuda::std::index_sequence<I...>) -> cuda::std::tuple<typename gmem_param<
+      spec_at<I>, typename launch_detail::argument_traits<A>::value_type, launch_detail::argument_traits<A>::rank>::type...>;
+  /// into(): every output given has the declared shape.
+  template <class Bound, std::size_t... J>
+  void for_outputs(const Bound& bound, std::index_sequence<J...>) const {
+    constexpr std::size_t n_in = cuda::std::tuple_size_v<typename Plan::in_specs_type>;
+    (check_output<J>(launch_detail::as_view(std::get<n_in + J>(bound)), std::get<J>(shapes_)), ...);
+  }
+  template <std::size_t J, class View, class Shape>
+  static void check_output(const View& v, const Shape& declared) {
+    const auto& shape = [&]() -> const auto& {
+      if constexpr (requires { declared.type; }) return declared.type.shape;
+      else return declared.shape;
+    }();
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      if (v.shape[d] != shape[d])
+        detail::throw_formatted("pallas_call(...).into: output %zu has extent %lld along dimension %zu, but its "
+                                "out_shape says %lld",
+                                J, v.shape[d], d, shape[d]);
+  }
 
   template <class K, class... Outs>
   static auto tp_kernel(K k, launch_config cfg, const Outs&... o) {
