@@ -171,6 +171,43 @@ TEST(PallasCall, IntoWritesGivenOutputsAndChecksTheirShapes) {
       << e;
 }
 
+// 8-bit integers through the pipeline's copies and map: y (i8) = 1.5 x + 3 and z (u8) =
+// 2 x + 100, rounded to nearest even and saturated; edge blocks in both dimensions.
+struct int8_body {
+  TP_HD void operator()(tp::kernel_context&, tp::index<2>, auto x, auto y, auto z) const {
+    tp::map([](float v) { return 1.5f * v + 3.0f; }, y, x);
+    tp::map([](float v) { return 2.0f * v + 100.0f; }, z, x);
+  }
+};
+
+double saturate_round(double v, double lo, double hi) { return std::min(hi, std::max(lo, std::nearbyint(v))); }
+
+TEST(PallasCall, Int8ElementsThroughCopiesAndMap) {
+  using i8_tile = tp::tile<tp::block<8, 64>>;  // 64 bytes per row
+  const long long rows = 37, cols = 96;
+  std::vector<tp::i8> hx(rows * cols);
+  std::mt19937_64 rng(test::fresh_seed());
+  for (auto& v : hx) v = static_cast<tp::i8>(static_cast<int>(rng() % 256) - 128);
+  auto x = tp::tensor<tp::i8, 2>::from_host(test::dev(), {rows, cols}, hx);
+  const auto [y, z] = tp::pallas_call(int8_body{}, tp::grid(pallas_examples::cdiv(rows, 8), pallas_examples::cdiv(cols, 64)),
+                                      tp::in_specs(tp::spec<i8_tile>(tp::axes_map<0, 1>{})),
+                                      tp::out_specs(tp::spec<i8_tile>(tp::axes_map<0, 1>{}), tp::spec<i8_tile>(tp::axes_map<0, 1>{})),
+                                      tp::out_shape(tp::out_type<tp::i8>(rows, cols), tp::out_type<tp::u8>(rows, cols)),
+                                      tp::dimension_semantics<tp::parallel, tp::sequential>)(test::dev(), x);
+  const auto hy = y.to_host();
+  const auto hz = z.to_host();
+  long long wrong_y = 0, wrong_z = 0, saturated = 0;
+  for (long long i = 0; i < rows * cols; ++i) {
+    const double ry = saturate_round(1.5 * hx[i] + 3.0, -128, 127), rz = saturate_round(2.0 * hx[i] + 100.0, 0, 255);
+    wrong_y += hy[i] != ry;
+    wrong_z += hz[i] != rz;
+    saturated += rz == 0 || rz == 255;
+  }
+  EXPECT_EQ(wrong_y, 0);
+  EXPECT_EQ(wrong_z, 0);
+  EXPECT_GT(saturated, 0) << "the inputs exercise saturation";
+}
+
 template <class T, int BM, int BN, int Stages, int WGs, class Semantics>
 void check_matmul(long long M, long long N, long long K) {
   const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N);
