@@ -6,6 +6,7 @@
 
 #include "examples/pallas_call/pallas_kernels.cuh"
 
+#include <cstring>
 #include <string>
 
 namespace {
@@ -206,6 +207,40 @@ TEST(PallasCall, Int8ElementsThroughCopiesAndMap) {
   EXPECT_EQ(wrong_y, 0);
   EXPECT_EQ(wrong_z, 0);
   EXPECT_GT(saturated, 0) << "the inputs exercise saturation";
+}
+
+// Out-of-bounds fill per spec: the same edge blocks loaded through a tile with
+// oob_fill<oob::nan> and through one with the default (zeros), copied whole into an output
+// that covers them, so what the loads filled in lands inside an array.
+struct copy_two {
+  TP_HD void operator()(tp::kernel_context&, tp::index<2>, auto x_nan, auto x_zero, auto y_nan, auto y_zero) const {
+    tp::map([](float v) { return v; }, y_nan, x_nan);
+    tp::map([](float v) { return v; }, y_zero, x_zero);
+  }
+};
+
+TEST(PallasCall, OutOfBoundsFillPerSpec) {
+  using nan_tile = tp::tile<tp::block<8, 32>, tp::oob_fill<tp::oob::nan>>;
+  const long long rows = 10, cols = 40;  // blocks of 8 x 32: a 16 x 64 cover
+  const auto hx = test::random_values<float>(rows * cols);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {rows, cols}, hx);
+  const auto [y_nan, y_zero] =
+      tp::pallas_call(copy_two{}, tp::grid(2, 2), tp::in_specs(tp::spec<nan_tile>(tp::axes_map<0, 1>{}), tp::spec<tile>(tp::axes_map<0, 1>{})),
+                      tp::out_specs(tp::spec<tile>(tp::axes_map<0, 1>{}), tp::spec<tile>(tp::axes_map<0, 1>{})),
+                      tp::out_shape(tp::out_type<float>(16, 64), tp::out_type<float>(16, 64)))(test::dev(), x, x);
+  const auto hn = y_nan.to_host(), hz = y_zero.to_host();
+  long long wrong = 0;
+  for (long long r = 0; r < 16; ++r)
+    for (long long c = 0; c < 64; ++c) {
+      const bool inside = r < rows && c < cols;
+      std::uint32_t n_bits, z_bits, x_bits = 0;
+      std::memcpy(&n_bits, &hn[r * 64 + c], 4);
+      std::memcpy(&z_bits, &hz[r * 64 + c], 4);
+      if (inside) std::memcpy(&x_bits, &hx[r * cols + c], 4);
+      wrong += n_bits != (inside ? x_bits : 0x7fffffffu);  // TMA's canonical NaN
+      wrong += z_bits != x_bits;
+    }
+  EXPECT_EQ(wrong, 0);
 }
 
 template <class T, int BM, int BN, int Stages, int WGs, class Semantics>
