@@ -321,15 +321,16 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
       typename traits::block_index;
   using traits::slots, traits::slot_bytes;
-  static constexpr int delay = Manual ? 0 : traits::plan::delay;
+  // With manual_consumed_barriers the body arrives itself, possibly `delay` steps late (it
+  // keeps the token, e.g. while a wgmma still reads the block); the memory side paces its
+  // refills by the delay either way.
+  static constexpr int delay = traits::plan::delay;
   // A multicast block is written into every CTA of the cluster by every CTA's memory
   // warpgroup, so its slot is free only when the compute warps of all CTAs released it.
   static constexpr int cluster = Spec::multicast;
   static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the cluster
   /// Shared memory it allocates: the slots and the two barrier rings (each allocation aligned).
   static constexpr std::uint32_t allocation_bytes = slots * slot_bytes + round_up(16 * slots, smem_alignment);
-  static_assert(!(Manual && Spec::delay > 0),
-                "tilepipe: with manual_consumed_barriers the body releases blocks itself; drop delay_release");
   static_assert(cluster == 1 || tma_plan<tile, static_cast<int>(sizeof(T))>::boxes % cluster == 0,
                 "tilepipe: the CTAs of a cluster share a multicast<c> block box by box, so it must consist of a "
                 "multiple of c TMA boxes (column panels x row boxes): give its tile tp::box_rows<rows / c>");
