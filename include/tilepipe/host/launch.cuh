@@ -45,6 +45,8 @@ struct launch_config {
   int cluster = 1;                      // CTAs per thread-block cluster, along axis 0 (1, 2, 4 or 8)
   void* stream = nullptr;               // cudaStream_t for GPU launches
   profiler* profile = nullptr;          // records the launch's events (needs TILEPIPE_PROFILE)
+  bool dependent_launch = false;        // programmatic dependent launch: may start before the
+                                        // previous kernel in the stream ends (prim::grid_dependency_wait)
 };
 
 /// An output the launch allocates (poisoned with NaN) and returns.
@@ -389,10 +391,17 @@ class kernel_launcher {
     lc.blockDim = dim3(launch_detail::threads_of<K>() * warpgroup_size);
     lc.dynamicSmemBytes = smem_bytes();
     lc.stream = static_cast<cudaStream_t>(cfg_.stream);
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
-    if (cfg_.cluster > 1) lc.attrs = &cluster, lc.numAttrs = 1;
+    cudaLaunchAttribute attrs[2]{};
+    unsigned n = 0;
+    if (cfg_.cluster > 1) {
+      attrs[n].id = cudaLaunchAttributeClusterDimension;
+      attrs[n++].val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
+    }
+    if (cfg_.dependent_launch) {
+      attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    lc.attrs = n ? attrs : nullptr, lc.numAttrs = n;
     return f(entry, static_cast<const cudaLaunchConfig_t&>(lc));
   }
 #endif
