@@ -600,6 +600,33 @@ struct gmem_operand {
   TP_HD void store(long long, const kernel_context&) const {}
 };
 
+/// An operand of a warp-specialised pipeline left in global memory (gmem_spec): no slots,
+/// no barriers, nothing for the memory warpgroup to do; the body gets the call's GMEM ref.
+struct ws_gmem_operand {
+  static constexpr int slots = 0;
+  static constexpr int delay = 0;
+  static constexpr std::uint32_t allocation_bytes = 0;
+  long long fill_step = 0;   // the memory side resets every input's cursor at a call's start
+  struct {
+  } fill_at;
+  template <class... A>
+  TP_HD void allocate(A&&...) {}
+  template <class... A>
+  TP_HD void produce(A&&...) {}
+  template <class... A>
+  TP_HD bool store_if_ended(A&&...) {
+    return false;
+  }
+  template <int>
+  TP_HD void free_stored(bool, const kernel_context&) {}
+  TP_HD void drain(const kernel_context&) {}
+  TP_HD void release_tail(long long, const kernel_context&) {}
+  template <class... A>
+  TP_HD void end(A&&...) {}
+  template <class... A>
+  TP_HD void release_after(A&&...) {}
+};
+
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>
 TP_HD auto make_operand(const Spec& spec, const Gmem& gmem) {
   if constexpr (Spec::in_smem) return smem_operand<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput>{{}, &spec, &gmem};
