@@ -322,14 +322,13 @@ class launcher {
   template <class... In>
   auto operator()(const device& dev, const In&... inputs) const {
     using ins = typename Plan::in_specs_type;
-    using outs = typename Plan::out_specs_type;
     static_assert(sizeof...(In) == cuda::std::tuple_size_v<ins>,
                   "tilepipe: pallas_call: pass one input per in_spec");
     using params = decltype(parameters<In...>(cuda::std::make_index_sequence<sizeof...(In)>{},
                                               cuda::std::make_index_sequence<sizeof...(O)>{}));
     using K = call_kernel<Plan, params>;
-    return std::apply([&](const auto&... o) { return tp_kernel(K{{}, plan_}, config<params>(), o...); }, shapes_)(
-        dev, inputs...);
+    return std::apply([&](const auto&... o) { return tilepipe::kernel(K{{}, plan_}, config<params>(), o...); },
+                      shapes_)(dev, inputs...);
   }
 
   /// Runs the call writing into existing outputs instead of allocating them: arguments
@@ -371,6 +370,7 @@ class launcher {
   template <class... A, std::size_t... I>
   static auto argument_parameters(cuda::std::index_sequence<I...>) -> cuda::std::tuple<typename gmem_param<
       spec_at<I>, typename launch_detail::argument_traits<A>::value_type, launch_detail::argument_traits<A>::rank>::type...>;
+
   /// into(): every output given has the declared shape.
   template <class Bound, std::size_t... J>
   void for_outputs(const Bound& bound, std::index_sequence<J...>) const {
@@ -388,11 +388,6 @@ class launcher {
         detail::throw_formatted("pallas_call(...).into: output %zu has extent %lld along dimension %zu, but its "
                                 "out_shape says %lld",
                                 J, v.shape[d], d, shape[d]);
-  }
-
-  template <class K, class... Outs>
-  static auto tp_kernel(K k, launch_config cfg, const Outs&... o) {
-    return tilepipe::kernel(k, std::move(cfg), o...);
   }
 
   /// One CTA per index of the parallel axes, and the shared memory its pipeline takes (no
