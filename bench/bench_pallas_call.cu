@@ -48,6 +48,11 @@ void matmul(const tp::device& dev, bench::json& js) {
     const auto [hand_ms, pallas_ms] = bench::paired_ms([&](int i) { hand_launch(dev, a[i], b[i], c); },
                                                        [&](int i) { pallas.into(dev, a[i], b[i], c); }, sets, 12, 4);
     line(js, "matmul_bf16_" + std::to_string(s), "TFLOP/s", tflops(hand_ms), tflops(pallas_ms));
+    // The same tiles in the hand-written kernel's grouped order (groups of 8 block rows).
+    const auto grouped = pallas_examples::matmul_grouped<tp::bf16, 128, 256, 3, 2>(s, s, s, 8);
+    const auto [hand2_ms, grouped_ms] = bench::paired_ms([&](int i) { hand_launch(dev, a[i], b[i], c); },
+                                                         [&](int i) { grouped.into(dev, a[i], b[i], c); }, sets, 12, 4);
+    line(js, "matmul_bf16_" + std::to_string(s) + "_grouped", "TFLOP/s", tflops(hand2_ms), tflops(grouped_ms));
   }
 }
 

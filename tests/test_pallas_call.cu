@@ -6,6 +6,7 @@
 
 #include "examples/pallas_call/pallas_kernels.cuh"
 
+#include <array>
 #include <cstring>
 #include <string>
 
@@ -256,11 +257,33 @@ void check_matmul(long long M, long long N, long long K) {
   EXPECT_LT(test::rel_error(c, ref), 1e-2) << M << "x" << N << "x" << K;
 }
 
+TEST(PallasCall, GroupedTileMapsFollowTheGroupedOrder) {
+  for (auto [tm, tn, group] : {std::array<int, 3>{7, 5, 3}, {8, 3, 8}, {3, 9, 8}, {16, 16, 4}}) {
+    const pallas_examples::grouped_tiles g{tm, tn, group < tm ? group : tm};
+    for (int t = 0; t < tm * tn; ++t) {
+      const tp::tile_coord want = tp::grouped_tile_order(t, tm, tn, group < tm ? group : tm);
+      ASSERT_EQ(g.m(t), want.m) << tm << "x" << tn << " group " << group << " tile " << t;
+      ASSERT_EQ(g.n(t), want.n) << tm << "x" << tn << " group " << group << " tile " << t;
+    }
+  }
+}
+
 TEST(PallasCall, MatmulExample) {
   using tp::parallel, tp::sequential;
   // Edges in every dimension; n sequential too (the accumulator is reused across C blocks).
   check_matmul<tp::bf16, 128, 64, 2, 2, tp::dimension_semantics_t<parallel, parallel, sequential>>(136, 72, 136);
   check_matmul<tp::f16, 64, 64, 3, 1, tp::dimension_semantics_t<parallel, sequential, sequential>>(70, 136, 200);
+  // Grid (tile, k) in grouped order: 3 x 3 tiles in bands of 2 rows (the last band 1).
+  const long long M = 300, N = 136, K = 72;
+  const auto ha = test::random_values<tp::bf16>(M * K), hb = test::random_values<tp::bf16>(K * N);
+  auto a = tp::tensor<tp::bf16, 2>::from_host(test::dev(), {M, K}, ha);
+  auto b = tp::tensor<tp::bf16, 2>::from_host(test::dev(), {K, N}, hb);
+  const auto c = pallas_examples::matmul_grouped<tp::bf16, 128, 64, 2, 2>(M, N, K, 2)(test::dev(), a, b).to_host();
+  std::vector<double> ref(M * N, 0.0);
+  for (long long i = 0; i < M; ++i)
+    for (long long k = 0; k < K; ++k)
+      for (long long j = 0; j < N; ++j) ref[i * N + j] += double(tp::to_float(ha[i * K + k])) * tp::to_float(hb[k * N + j]);
+  EXPECT_LT(test::rel_error(c, ref), 1e-2) << "grouped";
 }
 
 }  // namespace
