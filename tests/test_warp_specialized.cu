@@ -193,6 +193,65 @@ struct manual_kernel {
   }
 };
 
+/// manual_consumed_barriers with delay_release<1>: y(block s) = x(block s) + x(block s - 1).
+/// The body keeps the previous step's view and token in its carry, reads that block once
+/// more and only then releases it; the last step releases its own block too. The memory
+/// side refills a slot one step later than without the delay, so no slot is overwritten
+/// while the late reader still uses it (the interpreter's race detector would report it).
+struct held_block {
+  tp::smem<float, tile> view;
+  tp::consumed_token token;
+  int step;
+};
+
+struct manual_delayed_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    const int c = ws.compute_index(k);
+    const int n = steps;
+    auto body = [c, n](auto, auto xs, auto ys, tp::consumed_token done, held_block prev) {
+      const auto mine = tp::rows<12>(ys, 12 * c);
+      if (prev.step == 0) {
+        tp::map([](float v) { return v; }, mine, tp::rows<12>(xs, 12 * c));
+      } else {
+        tp::map([](float v, float p) { return v + p; }, mine, tp::rows<12>(xs, 12 * c), tp::rows<12>(prev.view, 12 * c));
+        prev.token.arrive();  // one step late: the block was read again above
+      }
+      if (prev.step + 1 == n) done.arrive();  // nothing comes after the last step
+      return held_block{xs, done, prev.step + 1};
+    };
+    auto context = tp::compute_context([](auto pipeline) { pipeline(held_block{{}, {}, 0}); });
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s), tp::out_specs(s), ws,
+                                       tp::max_concurrent_steps<2>, tp::delay_release<1>, tp::manual_consumed_barriers,
+                                       context)(k, x, y);
+  }
+};
+
+/// Operands left in global memory (gmem_spec) beside pipelined ones: the body reads a
+/// per-step scalar from one GMEM input, and each compute warpgroup copies its rows of the
+/// input block straight to a GMEM output with sync_copy. y(block i) = x(block i) + bias[i],
+/// z = x.
+struct gmem_operands_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 1> bias,
+                        tp::gmem<float, 2, tile> y, tp::gmem<float, 2> z) const {
+    const int c = ws.compute_index(k);
+    auto body = [c](tp::index<1> at, auto xs, auto bias_gmem, auto ys, auto z_gmem) {
+      const float b = bias_gmem.data[at[0]];
+      tp::map([b](float v) { return v + b; }, tp::rows<12>(ys, 12 * c), tp::rows<12>(xs, 12 * c));
+      tp::sync_copy(tp::rows<12>(xs, 12 * c), z_gmem.at(tp::ds{at[0] * rows + 12LL * c, 12}, tp::ds{0, 32}));
+    };
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s, tp::gmem_spec),
+                                       tp::out_specs(s, tp::gmem_spec), ws, tp::max_concurrent_steps<2>)(k, x, bias, y, z);
+  }
+};
+
 /// A compute_context that calls the pipeline twice: an error.
 struct twice_kernel {
   static constexpr int num_threads = 2;
@@ -230,6 +289,32 @@ TEST(WarpSpecialized, ManualConsumedBarriersAndComputeContext) {
   auto y = tp::kernel(manual_kernel{steps}, {}, tp::out_type<float>(steps * rows, 32))(test::dev(), x);
   const auto hy = y.to_host();
   for (int e = 0; e < steps * rows * 32; ++e) ASSERT_EQ(hy[e], hx[e] * static_cast<float>(e / (rows * 32) + 1));
+}
+
+TEST(WarpSpecialized, OperandsLeftInGlobalMemory) {
+  const int steps = 5;
+  const auto hx = host_values(steps * rows * 32);
+  const auto hb = host_values(steps);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+  auto bias = tp::tensor<float, 1>::from_host(test::dev(), {steps}, hb);
+  const auto [y, z] = tp::kernel(gmem_operands_kernel{steps}, {}, tp::out_type<float>(steps * rows, 32),
+                                 tp::out_type<float>(steps * rows, 32))(test::dev(), x, bias);
+  const auto hy = y.to_host(), hz = z.to_host();
+  std::vector<double> ry(hx.size()), rz(hx.size());
+  for (int e = 0; e < steps * rows * 32; ++e) ry[e] = double(hx[e]) + hb[e / (rows * 32)], rz[e] = hx[e];
+  EXPECT_LT(test::rel_error(hy, ry), 1e-6);
+  EXPECT_EQ(test::rel_error(hz, rz), 0.0);
+}
+
+TEST(WarpSpecialized, ManualConsumedBarriersReleasedOneStepLate) {
+  for (int steps : {1, 2, 7}) {
+    const auto hx = host_values(steps * rows * 32);
+    auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+    const auto hy = tp::kernel(manual_delayed_kernel{steps}, {}, tp::out_type<float>(steps * rows, 32))(test::dev(), x).to_host();
+    std::vector<double> ref(hx.size());
+    for (int e = 0; e < steps * rows * 32; ++e) ref[e] = double(hx[e]) + (e >= rows * 32 ? hx[e - rows * 32] : 0.0);
+    EXPECT_LT(test::rel_error(hy, ref), 1e-6) << steps << " steps";
+  }
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "core/static_for.cuh"
 #include "kernel.cuh"
 #include "profile.cuh"
+#include "pallas_call.cuh"
 #include "scoped.cuh"
 #include "ops/copy.cuh"
 #include "ops/fragment.cuh"

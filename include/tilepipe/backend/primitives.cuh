@@ -218,6 +218,16 @@ TP_HD TP_FORCEINLINE long long annotate_step(long long step);
 /// the interpreter's launch option no_pipelining.
 TP_HD TP_FORCEINLINE bool no_pipelining();
 
+// ---- programmatic dependent launch ------------------------------------------------------
+/// Waits until the grids this launch depends on (the previous kernel in the stream, for a
+/// launch with launch_config::dependent_launch) have completed and their writes are
+/// visible (griddepcontrol.wait). Everything before it may overlap that kernel's end.
+TP_HD TP_FORCEINLINE void grid_dependency_wait();
+/// Lets the next kernel in the stream start now, if it was launched as a dependent launch
+/// (griddepcontrol.launch_dependents); it still waits for this grid's writes in its
+/// grid_dependency_wait.
+TP_HD TP_FORCEINLINE void launch_dependents();
+
 // ---- profiler clocks -------------------------------------------------------------------
 /// The clock events are stamped with: the SM's cycle counter on the GPU; in the
 /// interpreter a logical clock of the CTA that advances by one at every call.

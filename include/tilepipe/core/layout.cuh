@@ -15,6 +15,8 @@
 #include "block.cuh"
 #include "config.cuh"
 
+#include <type_traits>
+
 namespace tilepipe {
 
 /// Memory transform: swizzle<0> (none), swizzle<32>, swizzle<64>, swizzle<128>.
@@ -34,21 +36,66 @@ struct box_rows {
   static constexpr int value = R;
 };
 
-/// The static part of a block spec: block shape plus memory transforms.
-template <class Block, class Swizzle = swizzle<0>, class BoxRows = box_rows<256>>
+/// What a load reads outside the array (Pallas' out-of-bounds fill mode): zeros (the
+/// default), or NaN (TMA's NaN fill; floating-point elements only), so that a kernel that
+/// forgets to mask an edge block sees it.
+enum class oob { zero, nan };
+template <oob Fill>
+struct oob_fill {
+  static constexpr oob value = Fill;
+};
+
+namespace detail {
+template <class T>
+inline constexpr bool is_swizzle_v = false;
+template <int B>
+inline constexpr bool is_swizzle_v<swizzle<B>> = true;
+template <class T>
+inline constexpr bool is_box_rows_v = false;
+template <int R>
+inline constexpr bool is_box_rows_v<box_rows<R>> = true;
+template <class T>
+inline constexpr bool is_oob_fill_v = false;
+template <oob F>
+inline constexpr bool is_oob_fill_v<oob_fill<F>> = true;
+
+/// The first of Ts that satisfies Is, else Default.
+template <template <class> class Is, class Default, class... Ts>
+struct first_of {
+  using type = Default;
+};
+template <template <class> class Is, class Default, class T, class... Ts>
+struct first_of<Is, Default, T, Ts...> {
+  using type = std::conditional_t<Is<T>::value, T, typename first_of<Is, Default, Ts...>::type>;
+};
+template <class T>
+struct swizzle_kind : std::bool_constant<is_swizzle_v<T>> {};
+template <class T>
+struct box_rows_kind : std::bool_constant<is_box_rows_v<T>> {};
+template <class T>
+struct oob_fill_kind : std::bool_constant<is_oob_fill_v<T>> {};
+}  // namespace detail
+
+/// The static part of a block spec: block shape plus memory transforms, in any order:
+/// swizzle<S> (default none), box_rows<R> (default 256), oob_fill<oob::nan> (default zeros).
+template <class Block, class... Transforms>
 struct tile {
   static_assert(is_block_v<Block>, "tilepipe: tile<B, S> takes a tp::block<...> shape first");
+  static_assert(((detail::is_swizzle_v<Transforms> || detail::is_box_rows_v<Transforms> ||
+                  detail::is_oob_fill_v<Transforms>) && ...),
+                "tilepipe: a tile's transforms are tp::swizzle<S>, tp::box_rows<R> and tp::oob_fill<F>");
   using block_type = Block;
-  static constexpr int swizzle_bytes = Swizzle::bytes;
-  static constexpr int max_box_rows = BoxRows::value;
+  static constexpr int swizzle_bytes = detail::first_of<detail::swizzle_kind, swizzle<0>, Transforms...>::type::bytes;
+  static constexpr int max_box_rows = detail::first_of<detail::box_rows_kind, box_rows<256>, Transforms...>::type::value;
+  static constexpr oob oob_fill_mode = detail::first_of<detail::oob_fill_kind, oob_fill<oob::zero>, Transforms...>::type::value;
   static_assert(Block::dims[Block::rank - 1].kind != dim_kind::squeezed,
                 "tilepipe: the innermost block dimension cannot be squeezed (TMA moves rows of at least 16 bytes)");
 };
 
 template <class T>
 inline constexpr bool is_tile_v = false;
-template <class B, class S, class R>
-inline constexpr bool is_tile_v<tile<B, S, R>> = true;
+template <class B, class... T>
+inline constexpr bool is_tile_v<tile<B, T...>> = true;
 
 /// Byte layout of one tile of element size E (bytes) in shared memory.
 template <class Tile, int E>

@@ -82,6 +82,11 @@ struct gmem_ref {
   }
 };
 
+template <class G>
+inline constexpr bool is_gmem_ref_v = false;
+template <class T, int R, class... Tiles>
+inline constexpr bool is_gmem_ref_v<gmem_ref<T, R, Tiles...>> = true;
+
 /// The 2-D view of dimensions D0 (rows) and D1 (columns) of a view whose other dimensions
 /// have extent 1 (a slice with .at): tp::plane<1, 3>(o.at(ds(b, 1), rows, ds(h, 1), cols))
 /// is o[b, rows, h, cols]. It has no tensor maps: for stores from registers, not for TMA.

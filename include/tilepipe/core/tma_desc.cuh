@@ -24,6 +24,7 @@ struct tma_desc {
   long long dims[max_tma_rank] = {};
   long long stride_bytes[max_tma_rank] = {};  // stride_bytes[0] == elem_bytes
   int box[max_tma_rank] = {};
+  bool oob_nan = false;            // loads fill out-of-bounds elements with NaN, not zeros
 };
 
 /// How one tile is moved: the TMA box and how many boxes (panels x row chunks) make it.

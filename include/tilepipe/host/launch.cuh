@@ -42,9 +42,12 @@ struct launch_config {
   std::vector<int> grid = {1};          // 1 to 3 axes; axis 0 is CUDA's x
   std::vector<std::string> grid_names;  // optional names for axis_index("name")
   std::size_t smem_bytes = 0;           // dynamic SMEM per CTA; 0 = the device maximum (227 KB)
-  int cluster = 1;                      // CTAs per thread-block cluster, along axis 0 (1, 2, 4 or 8)
+  int cluster = 1;                      // CTAs per thread-block cluster (1, 2, 4 or 8), along cluster_axis
+  int cluster_axis = 0;                 // the grid axis a cluster's CTAs lie along (0, 1 or 2)
   void* stream = nullptr;               // cudaStream_t for GPU launches
   profiler* profile = nullptr;          // records the launch's events (needs TILEPIPE_PROFILE)
+  bool dependent_launch = false;        // programmatic dependent launch: may start before the
+                                        // previous kernel in the stream ends (prim::grid_dependency_wait)
 };
 
 /// An output the launch allocates (poisoned with NaN) and returns.
@@ -236,6 +239,7 @@ void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, co
   for (int a = 0; a < max_grid_rank; ++a) g.extent[a] = p.grid.extent[a];
   g.rank = static_cast<int>(cfg.grid.size());
   g.cluster = cfg.cluster;
+  g.cluster_axis = cfg.cluster_axis;
   g.warpgroups = threads_of<K>();
   g.smem_bytes = smem;
   interpret::run_grid(g, opt, kernel_name<K>(), [&](const std::array<int, 3>& c) {
@@ -364,7 +368,7 @@ class kernel_launcher {
         TP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, entry, lc.blockDim.x, lc.dynamicSmemBytes));
         return per_sm * dev.multiprocessors();
       });
-    return with_gpu_launch(dim3(cfg_.cluster), [&](auto entry, const cudaLaunchConfig_t& lc) {
+    return with_gpu_launch(cluster_dims(), [&](auto entry, const cudaLaunchConfig_t& lc) {
       int clusters = 0;
       TP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, entry, &lc));
       return clusters * cfg_.cluster;
@@ -389,11 +393,27 @@ class kernel_launcher {
     lc.blockDim = dim3(launch_detail::threads_of<K>() * warpgroup_size);
     lc.dynamicSmemBytes = smem_bytes();
     lc.stream = static_cast<cudaStream_t>(cfg_.stream);
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {static_cast<unsigned>(cfg_.cluster), 1, 1};
-    if (cfg_.cluster > 1) lc.attrs = &cluster, lc.numAttrs = 1;
+    cudaLaunchAttribute attrs[2]{};
+    unsigned n = 0;
+    if (cfg_.cluster > 1) {
+      attrs[n].id = cudaLaunchAttributeClusterDimension;
+      const dim3 c = cluster_dims();
+      attrs[n++].val.clusterDim = {c.x, c.y, c.z};
+    }
+    if (cfg_.dependent_launch) {
+      attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    lc.attrs = n ? attrs : nullptr, lc.numAttrs = n;
     return f(entry, static_cast<const cudaLaunchConfig_t&>(lc));
+  }
+#endif
+
+#if TP_HAS_CUDA_COMPILER
+  /// The cluster's shape: cfg_.cluster CTAs along cluster_axis.
+  dim3 cluster_dims() const {
+    const unsigned c = static_cast<unsigned>(cfg_.cluster);
+    return cfg_.cluster_axis == 0 ? dim3(c, 1, 1) : cfg_.cluster_axis == 1 ? dim3(1, c, 1) : dim3(1, 1, c);
   }
 #endif
 
@@ -503,9 +523,11 @@ class kernel_launcher {
       detail::throw_formatted("%zu grid names for a grid of %d axes", cfg_.grid_names.size(), rank);
     if (cfg_.cluster != 1 && cfg_.cluster != 2 && cfg_.cluster != 4 && cfg_.cluster != 8)
       detail::throw_formatted("launch option cluster = %d: a cluster has 1, 2, 4 or 8 CTAs", cfg_.cluster);
-    if (cfg_.grid[0] % cfg_.cluster != 0)
-      detail::throw_formatted("the grid's axis 0 has %d CTAs, not a multiple of the cluster size %d", cfg_.grid[0],
-                              cfg_.cluster);
+    if (cfg_.cluster_axis < 0 || cfg_.cluster_axis >= rank)
+      detail::throw_formatted("launch option cluster_axis = %d: the grid has axes 0 to %d", cfg_.cluster_axis, rank - 1);
+    if (cfg_.grid[cfg_.cluster_axis] % cfg_.cluster != 0)
+      detail::throw_formatted("the grid's axis %d has %d CTAs, not a multiple of the cluster size %d", cfg_.cluster_axis,
+                              cfg_.grid[cfg_.cluster_axis], cfg_.cluster);
     g.rank = rank;
     g.num_warpgroups = nt;
     for (int a = 0; a < rank; ++a) {

@@ -42,6 +42,10 @@ tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what)
   d.rank = R;
   d.elem_bytes = e;
   d.swizzle = Tile::swizzle_bytes;
+  d.oob_nan = Tile::oob_fill_mode == oob::nan;
+  static_assert(Tile::oob_fill_mode == oob::zero || std::is_same_v<T, f32> || std::is_same_v<T, bf16> ||
+                    std::is_same_v<T, f16>,
+                "tilepipe: oob_fill<oob::nan> needs f32, bf16 or f16 elements (TMA fills NaN for those types only)");
 
   const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
   if (addr % 16 != 0)
@@ -86,7 +90,8 @@ tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what)
     const CUresult r = encode_tiled()(&d.map, static_cast<CUtensorMapDataType>(dtype_traits<T>::tma), R,
                                       const_cast<void*>(static_cast<const void*>(t.data)), dims, strides, box, estr,
                                       CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                                      d.oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                                                : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)
       detail::throw_formatted("%s: cuTensorMapEncodeTiled rejected the tensor map (CUresult %d)", what, static_cast<int>(r));
 #else

@@ -9,6 +9,9 @@
 #include "../core/refs.cuh"
 #include "../core/static_for.cuh"
 #include "../core/tma_desc.cuh"
+#include "smem_access.cuh"
+
+#include <cstring>
 
 namespace tilepipe {
 
@@ -201,6 +204,21 @@ TP_HD TP_FORCEINLINE void issue_block_store(const G& g, const index<G::rank>& bi
   });
 }
 
+namespace detail {
+/// A whole-view TMA copy moves one block from the view's origin: a view larger than the
+/// block would be copied in part, silently (checked where the checks run).
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void check_view_fits_block([[maybe_unused]] const G& g, [[maybe_unused]] const char* what) {
+  if constexpr (debug_checks) {
+    using B = typename Tile::block_type;
+    for (int d = 0; d < G::rank; ++d)
+      if (g.shape[d] > B::size_at(d))
+        prim::fail(failure_channel{}, "%s of a whole gmem view: dimension %d has extent %lld, more than the block's %d "
+                   "(slice the view to one block)", what, d, g.shape[d], B::size_at(d));
+  }
+}
+}  // namespace detail
+
 // ---- the collective API kernels use ----------------------------------------------------
 
 /// Makes this warpgroup's ordinary SMEM writes visible to TMA and wgmma (Pallas' commit_smem).
@@ -259,6 +277,112 @@ TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const index<G::rank>& 
     prim::mbarrier_arrive_expect_tx(bar.ptr, block_bytes_v<typename L::tile_type, T>);
     issue_block_load<typename L::tile_type>(src, bi, dst.base, bar.ptr);
   }
+}
+
+/// Starts loading the whole view `src` into `dst` (Pallas' copy_gmem_to_smem on a ref
+/// slice): src is a block-sized view, x.at(tp::ds{r0, BR}, tp::ds{c0, BC}), at any offset;
+/// one that ends at the tensor's edge may be smaller than the block (the rest reads as the
+/// tile's out-of-bounds fill). Completes on `bar`, as the block-index form.
+template <class G, class T, class L, int Rows, bool Tr, int Cols>
+  requires is_gmem_ref_v<G>
+TP_HD TP_FORCEINLINE void copy_gmem_to_smem(const G& src, const smem_ref<T, L, Rows, Tr, Cols>& dst, barrier_ref bar) {
+  detail::check_view_fits_block<typename L::tile_type>(src, "copy_gmem_to_smem");
+  copy_gmem_to_smem(src, index<G::rank>{}, dst, bar);
+}
+
+/// Stores `src` to the whole view `dst` (block-sized, at any offset; smaller at the
+/// tensor's edge, where the rest is dropped) and commits it as one bulk group.
+template <class T, class L, int Rows, bool Tr, int Cols, class G>
+  requires is_gmem_ref_v<G>
+TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, Tr, Cols>& src, const G& dst) {
+  detail::check_view_fits_block<typename L::tile_type>(dst, "copy_smem_to_gmem");
+  copy_smem_to_gmem(src, dst, index<G::rank>{});
+}
+
+namespace detail {
+
+/// The value a load gives an element outside its array, by the tile's oob_fill: zero, or
+/// the canonical NaN TMA writes (so that sync_copy and TMA fill a block alike).
+template <class T, class Tile>
+TP_HD TP_FORCEINLINE T out_of_bounds_value() {
+  if constexpr (Tile::oob_fill_mode == oob::nan) {
+    T v;
+    if constexpr (sizeof(T) == 4) {
+      const std::uint32_t bits = 0x7fffffffu;
+      std::memcpy(&v, &bits, 4);
+    } else {
+      const std::uint16_t bits = 0x7fffu;
+      std::memcpy(&v, &bits, 2);
+    }
+    return v;
+  } else {
+    return from_float<T>(0.0f);
+  }
+}
+
+/// Element (i, j) of a 2-D global view.
+template <class G>
+TP_HD TP_FORCEINLINE auto& gmem_at(const G& g, long long i, long long j) {
+  return g.data[i * g.stride[0] + j * g.stride[1]];
+}
+
+}  // namespace detail
+
+/// Copies `src` to `dst` with the calling warpgroup's ordinary loads and stores and returns
+/// when the warpgroup's copy is done (Pallas' sync_copy), between a GMEM view and an SMEM
+/// view (either way) or two GMEM views:
+///   GMEM -> SMEM  the SMEM view (any row / column slice or transpose) gets the GMEM view's
+///                 elements; those past the GMEM view's extent get the tile's out-of-bounds
+///                 fill, as a TMA load of an edge block does;
+///   SMEM -> GMEM  the elements inside the GMEM view are written, the rest dropped;
+///   GMEM -> GMEM  the views have one shape.
+/// Unlike the TMA copies it needs no barrier and no tensor map, moves exactly the view
+/// (a slice anywhere, any size), and is slow: for small or irregular pieces. Before a TMA
+/// copy or wgmma reads what it wrote to SMEM, call commit_smem().
+template <class Src, class Dst>
+TP_HD void sync_copy(const Src& src, const Dst& dst) {
+  constexpr bool from_smem = is_smem_ref_v<Src>, to_smem = is_smem_ref_v<Dst>;
+  static_assert((from_smem || is_gmem_ref_v<Src>) && (to_smem || is_gmem_ref_v<Dst>),
+                "tilepipe: sync_copy copies between tp::gmem and tp::smem views");
+  static_assert(!(from_smem && to_smem), "tilepipe: sync_copy between two SMEM views: use tp::map");
+  static_assert(std::is_same_v<std::remove_cv_t<typename Src::value_type>, std::remove_cv_t<typename Dst::value_type>>,
+                "tilepipe: sync_copy: the views' element types differ");
+  const int first = prim::thread_in_warpgroup(), threads = prim::warpgroup_threads();
+  if constexpr (!from_smem && !to_smem) {
+    static_assert(Src::rank == Dst::rank, "tilepipe: sync_copy between GMEM views of different ranks");
+    long long n = 1;
+    for (int d = 0; d < Src::rank; ++d) {
+      TP_REQUIRE(src.shape[d] == dst.shape[d], "sync_copy: dimension %d has extent %lld in the source, %lld in the destination",
+                 d, src.shape[d], dst.shape[d]);
+      n *= src.shape[d];
+    }
+    for (long long e = first; e < n; e += threads) {
+      long long rest = e, s_off = 0, d_off = 0;
+      for (int d = Src::rank - 1; d >= 0; --d) {
+        const long long i = rest % src.shape[d];
+        rest /= src.shape[d];
+        s_off += i * src.stride[d], d_off += i * dst.stride[d];
+      }
+      dst.data[d_off] = src.data[s_off];
+    }
+  } else if constexpr (to_smem) {
+    static_assert(Src::rank == 2, "tilepipe: sync_copy into SMEM takes a 2-D GMEM view (the SMEM view's rows and columns)");
+    using T = typename Dst::value_type;
+    const T fill = detail::out_of_bounds_value<T, typename Dst::layout::tile_type>();
+    detail::note_view(dst, true, "sync_copy");
+    for (int e = first; e < Dst::rows * Dst::cols; e += threads) {
+      const int i = e / Dst::cols, j = e % Dst::cols;
+      dst(i, j) = i < src.shape[0] && j < src.shape[1] ? detail::gmem_at(src, i, j) : fill;
+    }
+  } else {
+    static_assert(Dst::rank == 2, "tilepipe: sync_copy out of SMEM takes a 2-D GMEM view (the SMEM view's rows and columns)");
+    detail::note_view(src, false, "sync_copy");
+    for (int e = first; e < Src::rows * Src::cols; e += threads) {
+      const int i = e / Src::cols, j = e % Src::cols;
+      if (i < dst.shape[0] && j < dst.shape[1]) detail::gmem_at(dst, i, j) = src(i, j);
+    }
+  }
+  prim::warpgroup_sync();
 }
 
 /// Names an SMEM buffer in the interpreter's reports ("in 0"); no code on the GPU.

@@ -321,15 +321,16 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
       typename traits::block_index;
   using traits::slots, traits::slot_bytes;
-  static constexpr int delay = Manual ? 0 : traits::plan::delay;
+  // With manual_consumed_barriers the body arrives itself, possibly `delay` steps late (it
+  // keeps the token, e.g. while a wgmma still reads the block); the memory side paces its
+  // refills by the delay either way.
+  static constexpr int delay = traits::plan::delay;
   // A multicast block is written into every CTA of the cluster by every CTA's memory
   // warpgroup, so its slot is free only when the compute warps of all CTAs released it.
   static constexpr int cluster = Spec::multicast;
   static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the cluster
   /// Shared memory it allocates: the slots and the two barrier rings (each allocation aligned).
   static constexpr std::uint32_t allocation_bytes = slots * slot_bytes + round_up(16 * slots, smem_alignment);
-  static_assert(!(Manual && Spec::delay > 0),
-                "tilepipe: with manual_consumed_barriers the body releases blocks itself; drop delay_release");
   static_assert(cluster == 1 || tma_plan<tile, static_cast<int>(sizeof(T))>::boxes % cluster == 0,
                 "tilepipe: the CTAs of a cluster share a multicast<c> block box by box, so it must consist of a "
                 "multiple of c TMA boxes (column panels x row boxes): give its tile tp::box_rows<rows / c>");
@@ -597,6 +598,33 @@ struct gmem_operand {
     return false;
   }
   TP_HD void store(long long, const kernel_context&) const {}
+};
+
+/// An operand of a warp-specialised pipeline left in global memory (gmem_spec): no slots,
+/// no barriers, nothing for the memory warpgroup to do; the body gets the call's GMEM ref.
+struct ws_gmem_operand {
+  static constexpr int slots = 0;
+  static constexpr int delay = 0;
+  static constexpr std::uint32_t allocation_bytes = 0;
+  long long fill_step = 0;   // the memory side resets every input's cursor at a call's start
+  struct {
+  } fill_at;
+  template <class... A>
+  TP_HD void allocate(A&&...) {}
+  template <class... A>
+  TP_HD void produce(A&&...) {}
+  template <class... A>
+  TP_HD bool store_if_ended(A&&...) {
+    return false;
+  }
+  template <int>
+  TP_HD void free_stored(bool, const kernel_context&) {}
+  TP_HD void drain(const kernel_context&) {}
+  TP_HD void release_tail(long long, const kernel_context&) {}
+  template <class... A>
+  TP_HD void end(A&&...) {}
+  template <class... A>
+  TP_HD void release_after(A&&...) {}
 };
 
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>

@@ -14,6 +14,8 @@
 //          empty ("consumed")  compute -> memory: every compute warp is done with the block
 //   output full                compute -> memory: the output block is written
 //          empty ("free")      memory -> compute: its store has read the slot
+// An operand with tp::gmem_spec stays in global memory: no slots, no barriers, the body gets
+// the call's GMEM ref (for its own copies, direct stores, scalar reads).
 // Every operand has its own slots and barriers, and moves to a new slot only when its block
 // index changes (TPU semantics): a grid-invariant ("stationary") input is fetched once and
 // released once, and an output block that stays the same accumulates.
@@ -121,8 +123,6 @@ template <int NC, int MemRegs, int MemIdx, int MCS, int Delay, bool Manual, clas
 class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda::std::tuple<Ins...>,
                   cuda::std::tuple<Outs...>> {
   using regs = register_split<NC, MemRegs>;
-  static_assert((Ins::in_smem && ...) && (Outs::in_smem && ...),
-                "tilepipe: the warp-specialised pipeline moves every operand through SMEM (no gmem_spec)");
   static constexpr bool has_context = !std::is_same_v<Ctx, no_carry>;
   static constexpr int cluster = detail::largest({1, Ins::multicast...});
   static_assert(((Ins::multicast == 1 || Ins::multicast == cluster) && ...),
@@ -185,7 +185,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     } else {
       prim::setmaxnreg_inc<regs::compute>();
       k.profile_set_role(profile_role::compute, k.thread_index() < MemIdx ? k.thread_index() : k.thread_index() - 1);
-      compute_role(k, a);
+      compute_role(k, a, refs);
       prim::setmaxnreg_dec<regs::launch_cap>();
     }
     k.sync_threads();
@@ -201,7 +201,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
     if (k.thread_index() == MemIdx) memory_role(k, alloc, refs, stops(state));
-    else compute_role(k, alloc);
+    else compute_role(k, alloc, refs);
   }
 
   /// The same, for one side only: inside tp::warp_specialized_for the memory and compute
@@ -211,7 +211,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, Role, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
     if constexpr (std::is_same_v<Role, memory_role_t>) memory_role(k, alloc, refs, stops(state));
-    else compute_role(k, alloc);
+    else compute_role(k, alloc, refs);
   }
 
  private:
@@ -223,13 +223,30 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     OutTuple outs;
   };
 
+  // The operand an in_spec / out_spec makes: SMEM slots and barriers, or (gmem_spec) nothing.
+  template <class Spec, class G>
+  struct input_for {
+    using type = ws_input<Spec, G, Grid, MCS, Delay, NC, Manual>;
+  };
+  template <class G>
+  struct input_for<gmem_spec_t, G> {
+    using type = ws_gmem_operand;
+  };
+  template <class Spec, class G>
+  struct output_for {
+    using type = ws_output<Spec, G, Grid, MCS, NC>;
+  };
+  template <class G>
+  struct output_for<gmem_spec_t, G> {
+    using type = ws_gmem_operand;
+  };
+
   template <class Refs, std::size_t... I, std::size_t... J>
   TP_HD auto make_allocations(const Refs&, cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) const {
     constexpr std::size_t n = sizeof...(Ins);
-    using in_t = cuda::std::tuple<
-        ws_input<Ins, std::remove_cvref_t<cuda::std::tuple_element_t<I, Refs>>, Grid, MCS, Delay, NC, Manual>...>;
-    using out_t = cuda::std::tuple<
-        ws_output<Outs, std::remove_cvref_t<cuda::std::tuple_element_t<n + J, Refs>>, Grid, MCS, NC>...>;
+    using in_t = cuda::std::tuple<typename input_for<Ins, std::remove_cvref_t<cuda::std::tuple_element_t<I, Refs>>>::type...>;
+    using out_t =
+        cuda::std::tuple<typename output_for<Outs, std::remove_cvref_t<cuda::std::tuple_element_t<n + J, Refs>>>::type...>;
     return allocations<in_t, out_t>{};
   }
 
@@ -297,8 +314,8 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   // ---- the compute warpgroups ------------------------------------------------------------
 
-  template <class Alloc>
-  TP_HD void compute_role(const kernel_context& k, Alloc& a) const {
+  template <class Alloc, class Refs>
+  TP_HD void compute_role(const kernel_context& k, Alloc& a, const Refs& refs) const {
     if constexpr (has_context) {
       int calls = 0;
       // pipeline(init) runs with a carry and returns the final one; pipeline() runs without.
@@ -306,11 +323,11 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
         static_assert(sizeof...(init) <= 1, "tilepipe: the pipeline takes at most one initial carry");
         TP_REQUIRE(++calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
         if constexpr (sizeof...(init) == 1) {
-          auto carry = compute_loop(k, a, init...);
+          auto carry = compute_loop(k, a, refs, init...);
           k.profile_begin(profile_kind::epilogue);  // the rest of the compute context
           return carry;
         } else {
-          compute_loop(k, a, no_carry{});
+          compute_loop(k, a, refs, no_carry{});
           k.profile_begin(profile_kind::epilogue);
         }
       };
@@ -318,12 +335,12 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       k.profile_end(profile_kind::epilogue);
       TP_REQUIRE(calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
     } else {
-      compute_loop(k, a, no_carry{});
+      compute_loop(k, a, refs, no_carry{});
     }
   }
 
-  template <class Alloc, class C>
-  TP_HD C compute_loop(const kernel_context& k, Alloc& a, C carry) const {
+  template <class Alloc, class Refs, class C>
+  TP_HD C compute_loop(const kernel_context& k, Alloc& a, const Refs& refs, C carry) const {
     const long long steps = grid_.steps();
     const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     index<Grid::rank> at{};
@@ -332,7 +349,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
       if (!last_step) grid_.increment(next);
-      carry = step(k, a, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
+      carry = step(k, a, refs, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
                    cuda::std::index_sequence_for<Outs...>{});
       at = next;
     }
@@ -345,23 +362,49 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     return carry;
   }
 
-  template <class Alloc, class C, std::size_t... I, std::size_t... J>
-  TP_HD C step(const kernel_context& k, Alloc& a, const index<Grid::rank>& at, const index<Grid::rank>& next,
-               long long s, bool last_step, C carry, cuda::std::index_sequence<I...>,
+  template <class Alloc, class Refs, class C, std::size_t... I, std::size_t... J>
+  TP_HD C step(const kernel_context& k, Alloc& a, const Refs& refs, const index<Grid::rank>& at,
+               const index<Grid::rank>& next, long long s, bool last_step, C carry, cuda::std::index_sequence<I...>,
                cuda::std::index_sequence<J...>) const {
     const bool first = s == 0;
-    auto in_views = cuda::std::make_tuple(cuda::std::get<I>(a.ins).consume(cuda::std::get<I>(ins_), at, first, s, k)...);
-    auto out_views = cuda::std::make_tuple(cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first, k)...);
+    constexpr std::size_t n = sizeof...(Ins);
+    auto in_views = cuda::std::make_tuple(input_view<I>(k, a, refs, at, first, s)...);
+    auto out_views = cuda::std::make_tuple(output_view<J>(k, a, cuda::std::get<n + J>(refs), at, first)...);
     // Whether each input's block ends at s (for the manual tokens) is known before the body.
-    auto tokens = cuda::std::make_tuple(consumed_token{
-        cuda::std::get<I>(a.ins).bars.empty + cuda::std::get<I>(a.ins).reader.slot,
-        last_step || !(apply_index_map(cuda::std::get<I>(ins_).index_map, next) == cuda::std::get<I>(a.ins).last)}...);
+    auto tokens = cuda::std::make_tuple(token<I>(a, next, last_step)...);
     const std::uint64_t body_from = k.profile_clock(profile_kind::body);
     C result = call_body(at, in_views, out_views, tokens, carry);
     k.profile_span(profile_kind::body, body_from, -1, s);
     (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step, k), ...);
     (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s, k), ...);
     return result;
+  }
+
+  /// What the body gets for input I at step s: its SMEM block (waited for if new), or
+  /// (gmem_spec) the call's GMEM ref.
+  template <std::size_t I, class Alloc, class Refs>
+  TP_HD auto input_view(const kernel_context& k, Alloc& a, const Refs& refs, const index<Grid::rank>& at, bool first,
+                        long long s) const {
+    if constexpr (cuda::std::tuple_element_t<I, cuda::std::tuple<Ins...>>::in_smem)
+      return cuda::std::get<I>(a.ins).consume(cuda::std::get<I>(ins_), at, first, s, k);
+    else return cuda::std::get<I>(refs);
+  }
+  template <std::size_t J, class Alloc, class G>
+  TP_HD auto output_view(const kernel_context& k, Alloc& a, const G& ref, const index<Grid::rank>& at, bool first) const {
+    if constexpr (cuda::std::tuple_element_t<J, cuda::std::tuple<Outs...>>::in_smem)
+      return cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first, k);
+    else return ref;
+  }
+  /// Input I's consumed token (a GMEM operand's releases nothing).
+  template <std::size_t I, class Alloc>
+  TP_HD consumed_token token(Alloc& a, const index<Grid::rank>& next, bool last_step) const {
+    if constexpr (cuda::std::tuple_element_t<I, cuda::std::tuple<Ins...>>::in_smem) {
+      auto& op = cuda::std::get<I>(a.ins);
+      return {op.bars.empty + op.reader.slot,
+              last_step || !(apply_index_map(cuda::std::get<I>(ins_).index_map, next) == op.last)};
+    } else {
+      return {};
+    }
   }
 
   template <class InV, class OutV, class Tok, class C>
@@ -393,7 +436,12 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   // With two or more slots per output the memory warpgroup keeps one store in flight while
   // it moves on; with one slot it must wait for the store before the slot is written again.
-  static constexpr int min_out_slots = detail::smallest({2, slot_plan<Outs, Grid, MCS, 0, false>::slots...});
+  template <class Spec>
+  static constexpr int out_slots() {
+    if constexpr (Spec::in_smem) return slot_plan<Spec, Grid, MCS, 0, false>::slots;
+    else return 2;  // a GMEM operand stores nothing
+  }
+  static constexpr int min_out_slots = detail::smallest({2, out_slots<Outs>()...});
   static constexpr int stores_in_flight = min_out_slots >= 2 ? 1 : 0;
 
   template <class Alloc, class Refs, class F>

@@ -41,11 +41,13 @@ class grid_runner {
 };
 
 /// An interpreted launch's grid: extents (x, y, z), the axes the launch named (for CTA
-/// names in reports), CTAs per cluster along x, warpgroups per CTA and shared memory per CTA.
+/// names in reports), CTAs per cluster and the axis they lie along, warpgroups per CTA and
+/// shared memory per CTA.
 struct grid_shape {
   std::array<int, 3> extent = {1, 1, 1};
   int rank = 1;
   int cluster = 1;
+  int cluster_axis = 0;
   int warpgroups = 1;
   std::size_t smem_bytes = 0;
 };
@@ -55,11 +57,11 @@ struct grid_shape {
 /// warpgroup ends the launch with an error naming the kernel and the CTA.
 inline void run_grid(const grid_shape& g, const options& opt, const std::string& kernel,
                      const std::function<void(const std::array<int, 3>& cta)>& run_cta) {
-  const int nt = g.warpgroups, cl = g.cluster;
+  const int nt = g.warpgroups, cl = g.cluster, ax = g.cluster_axis;
   std::vector<std::array<int, 3>> order;  // the first CTA of each cluster
-  for (int z = 0; z < g.extent[2]; ++z)
-    for (int y = 0; y < g.extent[1]; ++y)
-      for (int x = 0; x < g.extent[0]; x += cl) order.push_back({x, y, z});
+  for (int z = 0; z < g.extent[2]; z += ax == 2 ? cl : 1)
+    for (int y = 0; y < g.extent[1]; y += ax == 1 ? cl : 1)
+      for (int x = 0; x < g.extent[0]; x += ax == 0 ? cl : 1) order.push_back({x, y, z});
   if (opt.shuffle_ctas) {
     std::mt19937_64 rng(opt.seed);
     std::shuffle(order.begin(), order.end(), rng);
@@ -68,8 +70,9 @@ inline void run_grid(const grid_shape& g, const options& opt, const std::string&
   // ahead through `grid`.
   grid_runner grid(order.size(), [&](std::size_t number) {
     const auto& c = order[number];
-    std::string cta_name = "(" + std::to_string(c[0]) + (cl > 1 ? ".." + std::to_string(c[0] + cl - 1) : "");
-    for (int a = 1; a < g.rank; ++a) cta_name += ", " + std::to_string(c[a]);
+    std::string cta_name = "(";
+    for (int a = 0; a < g.rank; ++a)
+      cta_name += (a ? ", " : "") + std::to_string(c[a]) + (cl > 1 && a == ax ? ".." + std::to_string(c[a] + cl - 1) : "");
     cta_name += ")";
     cta_state st(nt, g.smem_bytes, opt, kernel, cta_name, static_cast<int>(number), cl);
     st.grid = &grid;
@@ -79,7 +82,9 @@ inline void run_grid(const grid_shape& g, const options& opt, const std::string&
         current() = {&st, i};
         try {
           st.sched.enter(i);
-          run_cta({c[0] + i / nt, c[1], c[2]});
+          std::array<int, 3> cta = c;
+          cta[ax] += i / nt;  // the cluster's CTAs in rank order along its axis
+          run_cta(cta);
           st.on_warpgroup_exit(i);
         } catch (const cta_aborted&) {
         } catch (const std::exception& e) {

@@ -328,6 +328,12 @@ TP_HD TP_FORCEINLINE bool no_pipelining() {
 #endif
 }
 
+// ---- programmatic dependent launch ------------------------------------------------------
+
+// The interpreter runs launches one after another: the previous grid has always completed.
+TP_HD TP_FORCEINLINE void grid_dependency_wait() {}
+TP_HD TP_FORCEINLINE void launch_dependents() {}
+
 // ---- profiler clocks -------------------------------------------------------------------
 
 TP_HD TP_FORCEINLINE std::uint64_t profile_clock() { return ++interpret::cta().profile_tick; }

@@ -1,6 +1,6 @@
 // TMA emulated from the tensor-map description: a box of the global tensor is copied to
 // or from shared memory with the swizzle applied to shared addresses, out-of-bounds
-// elements of a load read as zero and out-of-bounds elements of a store are dropped, as
+// elements of a load read as zero (or NaN: oob_fill) and out-of-bounds elements of a store are dropped, as
 // the hardware drops them: in whole 16-byte chunks of the innermost dimension, so a store
 // whose box crosses an innermost extent that is not a multiple of 16 bytes also writes
 // the elements up to the next 16-byte boundary (the H100 does; ops/copy.cuh never lets
@@ -44,12 +44,26 @@ inline std::uint32_t box_smem_address(const tma_desc& d, std::uint32_t smem_base
   return swizzle_address(smem_base_offset + static_cast<std::uint32_t>(linear), d.swizzle);
 }
 
+/// Writes the value a load gives an element outside the tensor: zero, or the canonical
+/// NaN of the element's float format (0x7fffffff, 0x7fff) with oob_fill<oob::nan>.
+inline void fill_out_of_bounds(const tma_desc& d, unsigned char* dst) {
+  if (!d.oob_nan) {
+    std::memset(dst, 0, d.elem_bytes);
+  } else if (d.elem_bytes == 4) {
+    const std::uint32_t nan = 0x7fffffffu;
+    std::memcpy(dst, &nan, 4);
+  } else {
+    const std::uint16_t nan = 0x7fffu;
+    std::memcpy(dst, &nan, 2);
+  }
+}
+
 inline void tma_load_now(const tma_desc& d, const int* coords, unsigned char* smem, std::uint32_t dst_off) {
   const auto* g = static_cast<const unsigned char*>(d.global);
   for_each_box_element(d, coords, d.dims[0], [&](bool in, long long goff, long long lin) {
     unsigned char* dst = smem + box_smem_address(d, dst_off, lin);
     if (in) std::memcpy(dst, g + goff, d.elem_bytes);
-    else std::memset(dst, 0, d.elem_bytes);
+    else fill_out_of_bounds(d, dst);
   });
 }
 

@@ -8,6 +8,7 @@
 #include "cluster.cuh"
 #include "debug_hangs.cuh"
 #include "failure.cuh"
+#include "grid_dependency.cuh"
 #include "registers.cuh"
 #include "sync.cuh"
 #include "timers.cuh"
@@ -219,6 +220,11 @@ TP_HD TP_FORCEINLINE bool no_pipelining() {
   return false;
 #endif
 }
+
+// ---- programmatic dependent launch ------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void grid_dependency_wait() { sm90::griddepcontrol_wait(); }
+TP_HD TP_FORCEINLINE void launch_dependents() { sm90::griddepcontrol_launch_dependents(); }
 
 // ---- profiler clocks -------------------------------------------------------------------
 
