@@ -10,7 +10,6 @@
 #include "bench_util.hpp"
 
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -99,15 +98,6 @@ int main(int argc, char** argv) {
                   c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str());
     rows.push_back(head + r + "}");
   }
-  if (json) {
-    FILE* f = std::fopen(json, "w");
-    const std::time_t now = std::time(nullptr);
-    char date[32];
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    std::fprintf(f, "{\"gpu\": \"%s\", \"date\": \"%s\", \"results\": [\n", dev.name().c_str(), date);
-    for (std::size_t i = 0; i < rows.size(); ++i) std::fprintf(f, "  %s%s\n", rows[i].c_str(), i + 1 < rows.size() ? "," : "");
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
-  }
+  if (json) bench::write_results(json, dev, rows);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <random>
 #include <string>
 #include <utility>
@@ -114,5 +115,18 @@ struct json {
     std::fprintf(f, "}\n");
   }
 };
+
+/// Writes {"gpu", "date", "results": [rows...]} (each row a JSON object already) to path.
+inline void write_results(const char* path, const tp::device& dev, const std::vector<std::string>& rows) {
+  FILE* f = std::fopen(path, "w");
+  if (!f) tp::detail::throw_formatted("bench: cannot write %s", path);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::fprintf(f, "{\"gpu\": \"%s\", \"date\": \"%s\", \"results\": [\n", dev.name().c_str(), date);
+  for (std::size_t i = 0; i < rows.size(); ++i) std::fprintf(f, "  %s%s\n", rows[i].c_str(), i + 1 < rows.size() ? "," : "");
+  std::fprintf(f, "]}\n");
+  std::fclose(f);
+}
 
 }  // namespace bench

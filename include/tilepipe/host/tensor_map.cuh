@@ -32,6 +32,22 @@ inline encode_tiled_fn encode_tiled() {
 #endif
 
 /// The tensor map for moving blocks of Tile out of / into `t` with TMA.
+/// A kernel's check, before its launch, of a tensor it reads or writes by rows with TMA:
+/// the last dimension contiguous, the other strides and the data 16-byte aligned. Reports
+/// name the kernel and the tensor (make_tensor_map's reports name only the launch argument).
+template <class T, int R>
+void require_tma_rows(const tensor_view<T, R>& t, const char* kernel, const char* name) {
+  if (t.stride[R - 1] != 1)
+    detail::throw_formatted("%s: %s's last dimension must be contiguous (stride 1, got %lld)", kernel, name,
+                            t.stride[R - 1]);
+  for (int d = 0; d < R - 1; ++d)
+    if (t.stride[d] * static_cast<long long>(sizeof(T)) % 16 != 0)
+      detail::throw_formatted("%s: %s's stride %lld in dimension %d is not a multiple of 16 bytes (TMA)", kernel, name,
+                              t.stride[d], d);
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
+    detail::throw_formatted("%s: %s's data is not 16-byte aligned (TMA)", kernel, name);
+}
+
 template <class Tile, class T, int R>
 tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what) {
   using plan = tma_plan<Tile, static_cast<int>(sizeof(T))>;

@@ -205,20 +205,6 @@ struct attention_kernel {
 
 namespace attention_detail {
 
-template <class T, int R>
-void require_head_layout(const tensor_view<T, R>& t, const char* name) {
-  // TMA reads rows of head_dim elements: contiguous, and every other stride 16-byte aligned.
-  if (t.stride[R - 1] != 1)
-    detail::throw_formatted("attention: %s's head dimension must be contiguous (stride 1, got %lld)", name,
-                            t.stride[R - 1]);
-  for (int d = 0; d < R - 1; ++d)
-    if (t.stride[d] * static_cast<long long>(sizeof(T)) % 16 != 0)
-      detail::throw_formatted("attention: %s's stride %lld in dimension %d is not a multiple of 16 bytes (TMA)", name,
-                              t.stride[d], d);
-  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
-    detail::throw_formatted("attention: %s's data is not 16-byte aligned (TMA)", name);
-}
-
 /// A packed [total, H, D] view as [1, total, H, D].
 template <class T>
 tensor_view<T, 4> batch_of_one(const tensor_view<T, 3>& t) {
@@ -254,7 +240,8 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   if (opt.window_left < -1 || opt.window_right < -1)
     detail::throw_formatted("attention: window sizes are -1 (unbounded) or >= 0, got %d and %d", opt.window_left,
                             opt.window_right);
-  require_head_layout(q, "q"), require_head_layout(k, "k"), require_head_layout(v, "v"), require_head_layout(o, "o");
+  host::require_tma_rows(q, "attention", "q"), host::require_tma_rows(k, "attention", "k");
+  host::require_tma_rows(v, "attention", "v"), host::require_tma_rows(o, "attention", "o");
   const int right = opt.causal ? 0 : opt.window_right;
   const int m_blocks = (max_sq + 127) / 128;
   const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));

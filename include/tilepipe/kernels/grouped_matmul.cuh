@@ -176,20 +176,6 @@ struct grouped_matmul_kernel {
 
 namespace grouped_matmul_detail {
 
-/// TMA reads rows: the innermost dimension contiguous, the other strides and the data 16-byte aligned.
-template <class T, int R>
-void require_rows_layout(const tensor_view<T, R>& t, const char* name) {
-  if (t.stride[R - 1] != 1)
-    detail::throw_formatted("grouped_matmul: %s's last dimension must be contiguous (stride 1, got %lld)", name,
-                            t.stride[R - 1]);
-  for (int d = 0; d < R - 1; ++d)
-    if (t.stride[d] * static_cast<long long>(sizeof(T)) % 16 != 0)
-      detail::throw_formatted("grouped_matmul: %s's stride %lld in dimension %d is not a multiple of 16 bytes (TMA)",
-                              name, t.stride[d], d);
-  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
-    detail::throw_formatted("grouped_matmul: %s's data is not 16-byte aligned (TMA)", name);
-}
-
 template <class T, rhs_layout L>
 void run(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3>& rhs, const int* group_table,
          int groups, int masked_stride, const tensor_view<T, 2>& out, const grouped_matmul_options& opt) {
@@ -211,7 +197,8 @@ void run(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3
   if (K < 1 || N < 1) detail::throw_formatted("grouped_matmul: K = %lld and N = %lld must be positive", K, N);
   if (M > 0x7fffffffLL - kernel_t::max_groups * 128LL)
     detail::throw_formatted("grouped_matmul: %lld rows exceed the 32-bit row indices", M);
-  require_rows_layout(lhs, "lhs"), require_rows_layout(rhs, "rhs"), require_rows_layout(out, "out");
+  host::require_tma_rows(lhs, "grouped_matmul", "lhs"), host::require_tma_rows(rhs, "grouped_matmul", "rhs");
+  host::require_tma_rows(out, "grouped_matmul", "out");
   if (M == 0) return;
   kernel_t kern;
   kern.group_table = {group_table, groups};
