@@ -1,6 +1,7 @@
 // Copies between refs: sync_copy GMEM -> SMEM, SMEM -> GMEM and GMEM -> GMEM, and the TMA
 // copies of whole views (copy_gmem_to_smem / copy_smem_to_gmem of a .at(...) slice), on
-// slices at unaligned offsets, smaller than a block at the tensor's edge, and column
+// slices at offsets that are not block multiples (TMA's at 16-byte column boundaries;
+// one that is not is reported), smaller than a block at the tensor's edge, and column
 // slices of SMEM views; every element of the outputs is checked (untouched ones stay the
 // launch's NaN poison).
 #include "test_util.hpp"
@@ -18,8 +19,9 @@ struct copies_kernel {
                         tp::gmem<float, 2, tile, nan_tile> z, tp::smem<float, tile> a, tp::smem<float, tile> b,
                         tp::smem<float, nan_tile> c, tp::barriers<1> bar) const {
     using tp::ds;
-    // TMA load of a block-sized slice at an unaligned offset; sync_copy of it to y.
-    tp::copy_gmem_to_smem(x.at(ds{5, 16}, ds{7, 32}), a, bar[0]);
+    // TMA load of a block-sized slice at an offset that is not a multiple of the block
+    // (columns at a 16-byte boundary, as TMA needs); sync_copy of it to y.
+    tp::copy_gmem_to_smem(x.at(ds{5, 16}, ds{4, 32}), a, bar[0]);
     tp::barrier_wait(bar[0], 0);
     tp::sync_copy(a, y.at(ds{20, 16}, ds{30, 32}));
     // TMA store of the same block to a slice at the tensor's corner, smaller than the block.
@@ -55,14 +57,14 @@ TEST(Copies, SyncAndAsyncCopiesOfSlices) {
   const auto [y, z] =
       tp::kernel(copies_kernel{}, {}, tp::out_type<float>(rows, cols), tp::out_type<float>(rows, cols))(test::dev(), x);
   const auto hy = y.to_host(), hz = z.to_host();
-  const std::uint32_t poison = 0xffffffffu, zero = 0, nan = 0x7fffffffu;
+  const std::uint32_t poison = 0xffffffffu, zero = 0, nan = 0x7ff77ff7u;  // TMA's NaN fill (read back on an H100)
   std::vector<std::uint32_t> ey(rows * cols, poison), ez(rows * cols, poison);
   auto xb = [&](long long r, long long c) { return bits(hx[r * cols + c]); };
-  // a = x[5:21, 7:39]
+  // a = x[5:21, 4:36]
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 32; ++j) {
-      ey[(20 + i) * cols + 30 + j] = xb(5 + i, 7 + j);
-      if (i < 8 && j < 8) ey[(32 + i) * cols + 64 + j] = xb(5 + i, 7 + j);
+      ey[(20 + i) * cols + 30 + j] = xb(5 + i, 4 + j);
+      if (i < 8 && j < 8) ey[(32 + i) * cols + 64 + j] = xb(5 + i, 4 + j);
     }
   // b = x[32:40, 60:72] padded with zeros (c with NaN) to 16 x 32
   auto b_at = [&](int i, int j, std::uint32_t fill) { return i < 8 && j < 12 ? xb(32 + i, 60 + j) : fill; };
@@ -87,6 +89,12 @@ struct mismatched_copy_kernel {
     tp::sync_copy(x.at(tp::ds{0, 4}, tp::ds{0, 8}), y.at(tp::ds{0, 4}, tp::ds{0, 12}));
   }
 };
+struct unaligned_view_kernel {  // column 7 of f32: 28 bytes into the row
+  TP_HD void operator()(tp::kernel_context&, tp::gmem<float, 2, tile> x, tp::smem<float, tile> a, tp::barriers<1> bar) const {
+    tp::copy_gmem_to_smem(x.at(tp::ds{5, 16}, tp::ds{7, 32}), a, bar[0]);
+    tp::barrier_wait(bar[0], 0);
+  }
+};
 struct oversized_view_kernel {
   TP_HD void operator()(tp::kernel_context&, tp::gmem<float, 2, tile> x, tp::smem<float, tile> a, tp::barriers<1> bar) const {
     tp::copy_gmem_to_smem(x.at(tp::ds{0, 20}, tp::ds{0, 32}), a, bar[0]);  // 20 rows, the block has 16
@@ -100,6 +108,10 @@ TEST(Copies, MisfitViewsAreReported) {
   auto x = tp::tensor<float, 2>::from_host(test::dev(), {rows, cols}, test::random_values<float>(rows * cols));
   std::string e = test::error_of([&] { tp::kernel(mismatched_copy_kernel{}, {}, tp::out_type<float>(rows, cols))(test::dev(), x); });
   EXPECT_NE(e.find("sync_copy: dimension 1 has extent 8 in the source, 12 in the destination"), std::string::npos) << e;
+  e = test::error_of([&] { tp::kernel(unaligned_view_kernel{}, {})(test::dev(), x); });
+  EXPECT_NE(e.find("copy_gmem_to_smem of a whole gmem view: it starts at column 7 of its tensor, 28 bytes into a row"),
+            std::string::npos)
+      << e;
   e = test::error_of([&] { tp::kernel(oversized_view_kernel{}, {})(test::dev(), x); });
   EXPECT_NE(e.find("copy_gmem_to_smem of a whole gmem view: dimension 0 has extent 20, more than the block's 16"),
             std::string::npos)

@@ -168,6 +168,46 @@ TEST(WarpSpecialized, ChainsOfPipelines) {
 
 namespace {
 
+/// A persistent loop over `items` blocks on more CTAs than items: CTA c maps blocks c,
+/// c + CTAs, ...; the CTAs past the last item run the loop zero times. Their memory
+/// warpgroup must not take its registers back before the compute warpgroups took theirs
+/// (setmaxnreg draws on one pool per CTA; the interpreter models it): a hang on the GPU.
+struct idle_ctas_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int items;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    const int c = ws.compute_index(k);
+    auto pipeline_of = [&](int item) {
+      auto body = [c](auto, auto xs, auto ys) {
+        tp::map([](float v) { return 2.0f * v; }, tp::rows<12>(ys, 12 * c), tp::rows<12>(xs, 12 * c));
+      };
+      auto s = tp::spec<tile>([item](auto) { return tp::idx(item, 0); });
+      return tp::emit_pipeline_warp_specialized(body, tp::grid(1), tp::in_specs(s), tp::out_specs(s), ws,
+                                                tp::max_concurrent_steps<2>);
+    };
+    auto alloc = pipeline_of(0).get_allocations(k, x, y);
+    tp::warp_specialized_for(ws, k, k.axis_index(0), items, k.axis_size(0),
+                             [&](int item, tp::pipeline_state state, auto role) {
+                               pipeline_of(item)(k, alloc, state, role, x, y);
+                             });
+  }
+};
+
+}  // namespace
+
+TEST(WarpSpecialized, PersistentLoopOnCtasWithoutItems) {
+  for (const int items : {1, 3}) {
+    const auto hx = host_values(items * rows * 32);
+    auto x = tp::tensor<float, 2>::from_host(test::dev(), {items * rows, 32}, hx);
+    auto y = tp::kernel(idle_ctas_kernel{items}, {.grid = {4}}, tp::out_type<float>(items * rows, 32))(test::dev(), x);
+    const auto hy = y.to_host();
+    for (int e = 0; e < items * rows * 32; ++e) ASSERT_EQ(hy[e], 2.0f * hx[e]) << items << " items, element " << e;
+  }
+}
+
+namespace {
+
 /// The body releases its input itself (manual consumed barriers), and a compute_context
 /// owns a carry that counts the steps.
 struct manual_kernel {

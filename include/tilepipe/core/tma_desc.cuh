@@ -10,10 +10,24 @@
 
 #include <cuda.h>
 
+#include <cstdint>
+#include <cstring>
+
 namespace tilepipe {
 
 inline constexpr int max_tma_rank = 5;
 inline constexpr int max_tma_box = 256;
+
+/// What TMA writes for each element outside the tensor with the NaN fill
+/// (CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA): this 16-bit NaN in every half-word,
+/// so 0x7ff77ff7 for a 32-bit element (read back on an H100; not the canonical 0x7fffffff).
+inline constexpr std::uint16_t tma_nan_fill_half = 0x7ff7;
+
+/// Fills one element of `bytes` (2 or 4) with TMA's NaN fill pattern.
+TP_HD inline void write_tma_nan_fill(void* element, int bytes) {
+  const std::uint16_t half = tma_nan_fill_half;  // a local: device code cannot take the constant's address
+  for (int h = 0; h < bytes / 2; ++h) std::memcpy(static_cast<unsigned char*>(element) + 2 * h, &half, 2);
+}
 
 struct tma_desc {
   CUtensorMap map;                 // 128 bytes, 64-byte aligned: used by the GPU's TMA unit

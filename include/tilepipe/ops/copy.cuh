@@ -215,6 +215,13 @@ TP_HD TP_FORCEINLINE void check_view_fits_block([[maybe_unused]] const G& g, [[m
       if (g.shape[d] > B::size_at(d))
         prim::fail(failure_channel{}, "%s of a whole gmem view: dimension %d has extent %lld, more than the block's %d "
                    "(slice the view to one block)", what, d, g.shape[d], B::size_at(d));
+    // A TMA box starts on a 16-byte boundary of its row (at column 7 of an f32 tensor the
+    // H100 raises an illegal-instruction fault).
+    constexpr long long elem = sizeof(typename G::value_type);
+    if (g.origin[G::rank - 1] * elem % 16 != 0)
+      prim::fail(failure_channel{}, "%s of a whole gmem view: it starts at column %lld of its tensor, %lld bytes into a "
+                 "row; TMA boxes start at 16-byte boundaries (sync_copy moves views at any offset)",
+                 what, g.origin[G::rank - 1], g.origin[G::rank - 1] * elem);
   }
 }
 }  // namespace detail
@@ -302,18 +309,12 @@ TP_HD TP_FORCEINLINE void copy_smem_to_gmem(const smem_ref<T, L, Rows, Tr, Cols>
 namespace detail {
 
 /// The value a load gives an element outside its array, by the tile's oob_fill: zero, or
-/// the canonical NaN TMA writes (so that sync_copy and TMA fill a block alike).
+/// the NaN TMA writes (so that sync_copy and TMA fill a block alike).
 template <class T, class Tile>
 TP_HD TP_FORCEINLINE T out_of_bounds_value() {
   if constexpr (Tile::oob_fill_mode == oob::nan) {
     T v;
-    if constexpr (sizeof(T) == 4) {
-      const std::uint32_t bits = 0x7fffffffu;
-      std::memcpy(&v, &bits, 4);
-    } else {
-      const std::uint16_t bits = 0x7fffu;
-      std::memcpy(&v, &bits, 2);
-    }
+    write_tma_nan_fill(&v, sizeof(T));
     return v;
   } else {
     return from_float<T>(0.0f);

@@ -177,18 +177,22 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const std::uint32_t mark = k.smem_mark();
     auto a = get_allocations(k, gmem...);
     const auto refs = cuda::std::tie(gmem...);
+    // The memory warpgroup takes its registers back only after the compute warpgroups have
+    // returned theirs (the CTA barrier): setmaxnreg draws on one pool per CTA, so an early
+    // take-back would leave a compute warpgroup's increase waiting forever.
     if (k.thread_index() == MemIdx) {
       prim::setmaxnreg_dec<regs::memory>();
       k.profile_set_role(profile_role::memory);
       memory_role(k, a, refs, true);
+      k.sync_threads();
       prim::setmaxnreg_inc<regs::launch_cap>();
     } else {
       prim::setmaxnreg_inc<regs::compute>();
       k.profile_set_role(profile_role::compute, k.thread_index() < MemIdx ? k.thread_index() : k.thread_index() - 1);
       compute_role(k, a, refs);
       prim::setmaxnreg_dec<regs::launch_cap>();
+      k.sync_threads();
     }
-    k.sync_threads();
     k.smem_release(mark);
   }
 
@@ -591,16 +595,22 @@ TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, Memo
       k.profile_end(profile_kind::tile, -1, item);
     }
   };
+  // The memory warpgroup takes its registers back after the compute warpgroups returned
+  // theirs (the CTA barrier; see the standalone pipeline): a CTA with no items would
+  // otherwise finish its memory loop at once and take them back before the compute
+  // warpgroups' increase, which then waits forever (seen on the GPU in debug builds).
   if (split.is_memory(k)) {
     prim::setmaxnreg_dec<regs::memory>();
     k.profile_set_role(profile_role::memory);
     loop(memory_role_t{});
+    k.sync_threads();
     prim::setmaxnreg_inc<regs::launch_cap>();
   } else {
     prim::setmaxnreg_inc<regs::compute>();
     k.profile_set_role(profile_role::compute, split.compute_index(k));
     loop(compute_role_t{});
     prim::setmaxnreg_dec<regs::launch_cap>();
+    k.sync_threads();
   }
 }
 

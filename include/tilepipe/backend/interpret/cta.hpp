@@ -92,6 +92,7 @@ struct warpgroup_state {
   std::vector<wgmma_group> wgmma_groups;
   std::vector<std::uint32_t> vacuous_waits;  // barriers it passed before they completed any phase
   std::uint32_t last_wait = ~0u;             // the barrier it waited for last (SMEM offset)
+  int registers = 0;                         // per thread (setmaxnreg); 0: the launch's share
 };
 
 class grid_runner;
@@ -111,6 +112,7 @@ class cta_state {
         smem_stride(round_up(smem_bytes ? smem_bytes : 1024, 1024)),
         smem_total_((cluster - 1) * smem_stride + smem_bytes),
         exited_(cluster, 0),
+        register_pool_(cluster, 0),
         cta_number_(cta_number),
         opt_(opt),
         rng_(opt.seed) {
@@ -171,6 +173,30 @@ class cta_state {
   }
 
   /// barrier.cluster: every warpgroup of every CTA of the cluster.
+  /// setmaxnreg: a warpgroup's registers per thread move to and from its CTA's pool. The
+  /// launch gives each thread 64K / (128 x warpgroups) registers, rounded down to 8; a
+  /// decrease returns the difference to the pool, an increase waits until the pool holds it
+  /// (on the GPU it retries forever: a pool that never fills is a hang, reported here).
+  void set_registers(int wg, int regs, bool increase) {
+    const int launch = 65536 / (128 * wgs_per_cta) / 8 * 8;
+    int& mine = wgs[wg].registers;
+    if (mine == 0) mine = launch;
+    if (increase ? regs < mine : regs > mine)
+      detail::throw_formatted("setmaxnreg.%s to %d registers in warpgroup %d, which holds %d: an increase cannot lower "
+                              "the count, nor a decrease raise it",
+                              increase ? "inc" : "dec", regs, wg % wgs_per_cta, mine);
+    int& pool = register_pool_[wg / wgs_per_cta];
+    const int delta = (regs - mine) * 128;
+    if (delta > 0 && pool < delta)
+      sched.block_until(wg, [&pool, delta] { return pool >= delta; }, [this, &pool, delta, regs, wg] {
+        return "setmaxnreg.inc to " + std::to_string(regs) + " registers per thread (needs " + std::to_string(delta) +
+               " from the CTA's pool, which holds " + std::to_string(pool) + "; warpgroup " +
+               std::to_string(wg % wgs_per_cta) + ")";
+      });
+    pool -= delta;
+    mine = regs;
+  }
+
   void cluster_sync(int wg) { named_barrier_sync(wg, cluster_barrier_key, cluster_size * wgs_per_cta * 128); }
 
   // ---- annotations -------------------------------------------------------------------
@@ -704,6 +730,7 @@ class cta_state {
   static constexpr int cluster_barrier_key = -1;   // barrier.cluster among the named barriers
   std::size_t smem_total_ = 0;
   std::vector<int> exited_;  // warpgroups returned, per CTA rank
+  std::vector<int> register_pool_;  // registers setmaxnreg.dec gave back, per CTA rank
   int cta_number_ = 0;
   unsigned char* smem_ = nullptr;
   options opt_;

@@ -132,6 +132,7 @@ namespace detail {
 /// A deferred copy of one box into dst, completing on bar.
 template <int R>
 void interpret_tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
+  interpret::check_box_start(map, coords, "TMA load");
   auto& c = interpret::cta();
   const std::uint32_t dst_off = c.smem_offset(dst, interpret::box_bytes(map), "TMA load destination");
   const std::uint32_t bar_off = c.smem_offset(bar, 8, "TMA load barrier");
@@ -174,6 +175,7 @@ TP_HD TP_FORCEINLINE void tma_load_multicast(const tma_desc& map, void* dst, con
 
 template <int R>
 TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const int (&coords)[R]) {
+  interpret::check_box_start(map, coords, "TMA store");
   auto& c = interpret::cta();
   const std::uint32_t src_off = c.smem_offset(src, interpret::box_bytes(map), "TMA store source");
   interpret::pending_copy copy;
@@ -342,11 +344,15 @@ TP_HD TP_FORCEINLINE int sm_id() { return interpret::cta().number() * interpret:
 
 // ---- registers and math ----------------------------------------------------------------
 
-// A host thread has no register budget.
+// The CTA's register pool, as setmaxnreg moves registers between warpgroups (cta.hpp).
 template <int Regs>
-TP_HD TP_FORCEINLINE void setmaxnreg_inc() {}
+TP_HD TP_FORCEINLINE void setmaxnreg_inc() {
+  interpret::cta().set_registers(interpret::current().wg, Regs, true);
+}
 template <int Regs>
-TP_HD TP_FORCEINLINE void setmaxnreg_dec() {}
+TP_HD TP_FORCEINLINE void setmaxnreg_dec() {
+  interpret::cta().set_registers(interpret::current().wg, Regs, false);
+}
 
 TP_HD TP_FORCEINLINE float exp2(float x) { return std::exp2(x); }
 

@@ -44,18 +44,20 @@ inline std::uint32_t box_smem_address(const tma_desc& d, std::uint32_t smem_base
   return swizzle_address(smem_base_offset + static_cast<std::uint32_t>(linear), d.swizzle);
 }
 
-/// Writes the value a load gives an element outside the tensor: zero, or the canonical
-/// NaN of the element's float format (0x7fffffff, 0x7fff) with oob_fill<oob::nan>.
+/// Writes the value a load gives an element outside the tensor: zero, or TMA's NaN fill
+/// (core/tma_desc.cuh) with oob_fill<oob::nan>.
 inline void fill_out_of_bounds(const tma_desc& d, unsigned char* dst) {
-  if (!d.oob_nan) {
-    std::memset(dst, 0, d.elem_bytes);
-  } else if (d.elem_bytes == 4) {
-    const std::uint32_t nan = 0x7fffffffu;
-    std::memcpy(dst, &nan, 4);
-  } else {
-    const std::uint16_t nan = 0x7fffu;
-    std::memcpy(dst, &nan, 2);
-  }
+  if (!d.oob_nan) std::memset(dst, 0, d.elem_bytes);
+  else write_tma_nan_fill(dst, d.elem_bytes);
+}
+
+/// The GPU faults (illegal instruction) on a box whose innermost start is not at a 16-byte
+/// boundary of the row; the interpreter reports it instead.
+inline void check_box_start(const tma_desc& d, const int* coords, const char* what) {
+  if (static_cast<long long>(coords[0]) * d.elem_bytes % 16 != 0)
+    detail::throw_formatted("%s of a box at innermost coordinate %d: %lld bytes into a row, not a multiple of 16 (the "
+                            "GPU's TMA unit faults with an illegal instruction)",
+                            what, coords[0], static_cast<long long>(coords[0]) * d.elem_bytes);
 }
 
 inline void tma_load_now(const tma_desc& d, const int* coords, unsigned char* smem, std::uint32_t dst_off) {
