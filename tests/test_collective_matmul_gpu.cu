@@ -50,28 +50,34 @@ double rel_error(const std::vector<bf16>& out, const std::vector<float>& ref) {
   return std::sqrt(num / den);
 }
 
-/// Uneven shards: device r has base + 136 r rows (not a multiple of the 128-row tile).
-std::vector<long long> uneven_shards(int devices, long long base) {
-  std::vector<long long> s;
-  for (int r = 0; r < devices; ++r) s.push_back(base + 136 * r);
-  return s;
-}
+/// What both tests run: every GPU (skipped below 2), uneven shards (device r has 1000 + 136 r
+/// rows, not whole 128-row tiles), a partial K step and a partial column of tiles.
+class CollectiveMatmulGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const int n = tp::gpu_count();
+    if (n < 2) GTEST_SKIP() << "needs at least 2 GPUs";
+    D = n;
+    for (int r = 0; r < D; ++r) shards.push_back(1000 + 136 * r);
+    for (long long rows : shards) M += rows, most = std::max(most, rows);
+  }
+  int D = 0;
+  long long K = 1032, N = 2056, M = 0, most = 0;  // all-gather: K of a; reduce-scatter: each device's slice
+  std::vector<long long> shards;
+};
 
-int devices_or_skip() {
-  const int n = tp::gpu_count();
-  return n >= 2 ? n : 0;
-}
-
-TEST(CollectiveMatmulGpu, AllGatherMatmulAgainstNcclAndCublas) {
-  const int D = devices_or_skip();
-  if (!D) GTEST_SKIP() << "needs at least 2 GPUs";
-  const long long K = 1032, N = 2056;
-  const auto shards = uneven_shards(D, 1000);
-  long long M = 0, most = 0;
-  for (long long r : shards) M += r, most = std::max(most, r);
-  EXPECT_NO_THROW(tp::run_ranks(D, [&](tp::nccl_group& g) {
-    const tp::device& dev = g.devices().local()[0];
+/// Runs body(group, device, rng) in one process per GPU, each with fresh random numbers; a
+/// rank that throws fails the test.
+template <class F>
+void on_every_gpu(int devices, F&& body) {
+  EXPECT_NO_THROW(tp::run_ranks(devices, [&](tp::nccl_group& g) {
     std::mt19937_64 rng(std::random_device{}());
+    body(g, g.devices().local()[0], rng);
+  }));
+}
+
+TEST_F(CollectiveMatmulGpu, AllGatherMatmulAgainstNcclAndCublas) {
+  on_every_gpu(D, [&](tp::nccl_group& g, const tp::device& dev, std::mt19937_64& rng) {
     const long long mine = shards[g.rank()];
     auto a = tp::tensor<bf16, 2>::from_host(dev, {mine, K}, random_bf16(mine * K, rng));
     auto b = tp::tensor<bf16, 2>::from_host(dev, {K, N}, random_bf16(K * N, rng));
@@ -99,19 +105,11 @@ TEST(CollectiveMatmulGpu, AllGatherMatmulAgainstNcclAndCublas) {
     const double err = rel_error(c.to_host(), ref.to_host());
     std::printf("all_gather_matmul, rank %d of %d: relative error %.2e against ncclAllGather + cuBLAS\n", g.rank(), D, err);
     if (!(err < 1e-2)) tp::detail::throw_formatted("relative error %.3e", err);
-  }));
+  });
 }
 
-TEST(CollectiveMatmulGpu, MatmulReduceScatterAgainstNcclAndCublas) {
-  const int D = devices_or_skip();
-  if (!D) GTEST_SKIP() << "needs at least 2 GPUs";
-  const long long K = 1032, N = 2056;  // each device's slice of K
-  const auto shards = uneven_shards(D, 1000);
-  long long M = 0, most = 0;
-  for (long long r : shards) M += r, most = std::max(most, r);
-  EXPECT_NO_THROW(tp::run_ranks(D, [&](tp::nccl_group& g) {
-    const tp::device& dev = g.devices().local()[0];
-    std::mt19937_64 rng(std::random_device{}());
+TEST_F(CollectiveMatmulGpu, MatmulReduceScatterAgainstNcclAndCublas) {
+  on_every_gpu(D, [&](tp::nccl_group& g, const tp::device& dev, std::mt19937_64& rng) {
     auto a = tp::tensor<bf16, 2>::from_host(dev, {M, K}, random_bf16(M * K, rng));
     auto b = tp::tensor<bf16, 2>::from_host(dev, {K, N}, random_bf16(K * N, rng));
     const long long mine = shards[g.rank()];
@@ -139,7 +137,7 @@ TEST(CollectiveMatmulGpu, MatmulReduceScatterAgainstNcclAndCublas) {
     std::printf("matmul_reduce_scatter, rank %d of %d: relative error %.2e against cuBLAS + ncclReduceScatter\n", g.rank(),
                 D, err);
     if (!(err < 1e-2)) tp::detail::throw_formatted("relative error %.3e", err);
-  }));
+  });
 }
 
 }  // namespace

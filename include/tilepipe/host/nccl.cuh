@@ -39,7 +39,9 @@ inline void check(ncclResult_t r, const char* call) {
     detail::throw_formatted("%s failed: %s (%s)", call, ncclGetErrorString(r), ncclGetLastError(nullptr));
 }
 
-/// Each device's address of a window, as this device maps it.
+/// Each device's address of a window, as this device maps it (a template: defined in every
+/// translation unit that includes this header without clashing at link time).
+template <int = 0>
 __global__ void window_peers(ncclWindow_t window, int ranks, void** out) {
   for (int r = 0; r < ranks; ++r) out[r] = ncclGetPeerPointer(window, 0, r);
 }
@@ -93,6 +95,7 @@ class nccl_group {
     void** peers = nullptr;
     TP_CUDA_CHECK(cudaMalloc(&peers, sizeof(void*) * ranks_));
     nccl_detail::window_peers<<<1, 1>>>(window, ranks_, peers);
+    TP_CUDA_CHECK(cudaGetLastError());
     symmetric_allocation a;
     a.bases.resize(static_cast<std::size_t>(ranks_));
     TP_CUDA_CHECK(cudaMemcpy(a.bases.data(), peers, sizeof(void*) * ranks_, cudaMemcpyDeviceToHost));
