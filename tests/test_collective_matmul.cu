@@ -116,6 +116,17 @@ TEST(SimulatedDevices, PlantedWaitForASignalNobodySendsIsADeadlock) {
 
 // ---- the collective matmuls ------------------------------------------------------------
 
+/// The interpreter's copy modes and CTA orders vary with the device count: 2 at the wait,
+/// 3 shuffled (and the CTAs of each device in a random order), 4 eager.
+tp::device prototype(int devices) {
+  const test::copy_mode mode = devices == 2   ? test::copy_mode::at_wait
+                               : devices == 3 ? test::copy_mode::shuffled
+                                              : test::copy_mode::eager;
+  tp::device d = test::interpreter(mode, test::fresh_seed());
+  d.interpreter.shuffle_ctas = devices == 3;
+  return d;
+}
+
 std::vector<double> to_double(const std::vector<bf16>& v) {
   std::vector<double> r(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) r[i] = tp::to_float(v[i]);
@@ -136,7 +147,7 @@ TEST(CollectiveMatmul, AllGatherMatmulUnevenShards) {
   const long long K = 136, N = 320;  // a partial K step and a partial column of tiles
   for (const std::vector<long long>& shards : {std::vector<long long>{130, 64}, {17, 200, 96}, {64, 1, 150, 129}}) {
     const int D = static_cast<int>(shards.size());
-    auto group = tp::device_group::simulated(D, test::interpreter());
+    auto group = tp::device_group::simulated(D, prototype(D));
     tp::all_gather_matmul<bf16> ag(group, shards, K, N);
     long long M = 0;
     for (long long r : shards) M += r;
@@ -166,7 +177,7 @@ TEST(CollectiveMatmul, MatmulReduceScatterUnevenShards) {
   const long long K = 72, N = 264;  // each device's slice of K
   for (const std::vector<long long>& shards : {std::vector<long long>{100, 160}, {8, 130, 64}, {129, 40, 1, 70}}) {
     const int D = static_cast<int>(shards.size());
-    auto group = tp::device_group::simulated(D, test::interpreter());
+    auto group = tp::device_group::simulated(D, prototype(D));
     tp::matmul_reduce_scatter<bf16> rs(group, shards, K, N);
     long long M = 0;
     for (long long r : shards) M += r;

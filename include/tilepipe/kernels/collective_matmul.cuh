@@ -15,15 +15,20 @@
 //                    a CTA multiplies a tile of the shard's first column of tiles, compute
 //                    warpgroup 0 TMA-stores each A block it already holds in SMEM into the left
 //                    neighbour's slot for that shard (Pallas' collective matmul), then signals
-//                    it; step s > 0 reads its slot once the right neighbour's CTAs all signalled.
+//                    the row block's counter there; at step s > 0 the memory warpgroup waits for
+//                    a tile's row block to be signalled before loading it from the slot.
 //   reduce-scatter:  step s multiplies the rows of shard (d + s + 1) % D by this device's K
-//                    slice, adds the partial sum the right neighbour sent for those tiles, and
-//                    sends the sum on to the left neighbour with ordinary stores (each compute
-//                    warpgroup its 64 x 256 in the partial-sum layout of sched/partials.cuh) and
-//                    a signal; at the last step the shard is this device's: stored to c.
-// Every shard has its own slot in the receiving buffer, so a step never waits for a slot to
-// be freed; between launches a device writes its neighbour's slots only after the neighbour
-// said it is done with them (a "drained" counter signalled at the end of each launch).
+//                    slice, adds the partial sum the right neighbour sent for the tile (once its
+//                    counter is signalled), and sends the sum on to the left neighbour with
+//                    ordinary stores (each compute warpgroup its 64 x 256 in the partial-sum
+//                    layout of sched/partials.cuh) and a signal; at the last step the shard is
+//                    this device's: stored to c.
+// Signals are per piece (a row block, a tile's partial sum), not per step: every device takes
+// the tiles in the same order, so a piece is sent about a step before its receiver needs it
+// and no CTA waits for the slowest CTA of the neighbour's previous step. Every shard has its
+// own slot in the receiving buffer, so a step never waits for a slot to be freed; between
+// launches a device writes its neighbour's slots only after the neighbour said it is done
+// with them (a "drained" counter signalled at the end of each launch).
 #pragma once
 
 #include "../tilepipe.cuh"
@@ -79,37 +84,42 @@ struct ring_matmul_kernel {
     store(dst, acc);
   }
 
+  /// Semaphore counters: one per piece a device receives, each signalled once per launch by
+  /// the one warpgroup that sends it (all-gather: a 128-row block of a shard; reduce-scatter:
+  /// a compute warpgroup's partial sum of a tile), then the "drained" counter.
+  TP_HD int row_blocks() const { return slot_rows / BM; }
+  TP_HD int pieces(int D) const { return gathers ? D * row_blocks() : D * max_tiles * compute_wgs; }
+  TP_HD long long piece(int shard, tile_coord t, int ci) const {
+    return gathers ? static_cast<long long>(shard) * row_blocks() + t.m
+                   : (static_cast<long long>(shard) * max_tiles + t.m * tiles_n + t.n) * compute_wgs + ci;
+  }
+
   TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 2, b_tile> b, gmem<T, 2> c,
                         received_ref received, symmetric<u32, 1> sems) const {
     const int ci = ws.compute_index(ctx);
     const int d = ctx.device_index(), D = ctx.device_count();
     const int left = (d + D - 1) % D, right = (d + 1) % D;
     const int cta = ctx.axis_index(0), ctas = ctx.axis_size(0);
-    // The warpgroups that write into the left neighbour and signal it, and the signals one
-    // step (and one launch, on the drained counter D) sends to a device.
+    // The warpgroups that write into the left neighbour, and how many of them signal the
+    // drained counter in a launch.
     const bool sends = !ws.is_memory(ctx) && (!gathers || ci == 0);
-    const unsigned per_step = static_cast<unsigned>(ctas * (gathers ? 1 : compute_wgs));
+    const int drained = pieces(D);
+    const unsigned senders = static_cast<unsigned>(ctas * (gathers ? 1 : compute_wgs));
 
     int count[max_devices] = {};  // this CTA's tiles in each step
     int total = 0;
     for (int s = 0; s < D; ++s) total += count[s] = shards[shard_of(s, d, D)].worker(cta, ctas).size();
 
     // The left neighbour has read what this device wrote into it in the previous launch.
-    if (sends) semaphore_wait(sems, D, (launch - 1) * per_step);
-    // A step without tiles here sends nothing: its signal goes at once.
-    if (sends)
-      for (int s = 0; s + 1 < D; ++s)
-        if (count[s] == 0) semaphore_signal(sems, shard_of(s, d, D), left);
+    if (sends) semaphore_wait(sems, drained, (launch - 1) * senders);
 
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
 
     // One tile: c's rows of shard `shard` at ring step s, tile t, k_steps deep.
-    auto tile_pipeline = [&](int s, int shard, tile_coord t, bool first_of_step, bool last_of_step) {
+    auto tile_pipeline = [&](int s, int shard, tile_coord t) {
       const long long row0 = static_cast<long long>(t.m) * BM;  // within the shard
       const bool forwards = gathers && s + 1 < D && t.n == 0 && ci == 0;
-      const auto slot = [&, shard, t] {  // reduce-scatter: this warpgroup's partial-sum slot of the tile
-        return ((static_cast<long long>(shard) * max_tiles + t.m * tiles_n + t.n) * compute_wgs + ci) * partial_floats;
-      };
+      const long long my_piece = piece(shard, t, ci);
       auto step = [&acc, ci, forwards, row0, shard, left, this, &received](auto at, auto a_smem, auto b_smem) {
         wgmma(acc, rows<WM>(a_smem, ci * WM), b_smem);
         if constexpr (gathers) {
@@ -121,25 +131,26 @@ struct ring_matmul_kernel {
         }
         wgmma_wait<1>();  // one group stays in flight: delay_release<1>
       };
-      auto context = compute_context([&, s, shard, t, row0, first_of_step, last_of_step, slot](auto pipeline) {
+      auto context = compute_context([&, s, shard, t, row0, forwards, my_piece](auto pipeline) {
         acc = zeros<float, WM, BN>();
         pipeline();
         wgmma_wait<0>(acc);
         const long long my_row = row0 + ci * WM, col0 = static_cast<long long>(t.n) * BN;
         if constexpr (gathers) {
-          store_rows(c, shard_start[shard] + my_row, shard_start[shard] + shard_rows[shard], col0, acc);
-          if (sends && last_of_step && s + 1 < D) {
-            wait_smem_to_gmem<0>();  // the forwarded blocks are written, not only read
-            semaphore_signal(sems, shard, left);
+          if (forwards) {
+            wait_smem_to_gmem<0>();  // the forwarded row block is written, not only read
+            semaphore_signal(sems, static_cast<int>(my_piece), left);
           }
+          store_rows(c, shard_start[shard] + my_row, shard_start[shard] + shard_rows[shard], col0, acc);
         } else {
+          const long long slot = my_piece * partial_floats;  // this warpgroup's partial sum of the tile
           if (s > 0) {
-            if (first_of_step) semaphore_wait(sems, shard, launch * per_step);
-            add_partial(acc, received.local.data + slot());
+            semaphore_wait(sems, static_cast<int>(my_piece), launch);
+            add_partial(acc, received.local.data + slot);
           }
           if (s + 1 < D) {
-            store_partial(acc, remote(received, left).data + slot());
-            if (last_of_step) semaphore_signal(sems, shard, left);
+            store_partial(acc, remote(received, left).data + slot);
+            semaphore_signal(sems, static_cast<int>(my_piece), left);
           } else {
             store_rows(c, my_row, shard_rows[shard], col0, acc);
           }
@@ -155,26 +166,28 @@ struct ring_matmul_kernel {
           in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
           max_concurrent_steps<Stages>, context);
     };
-    using pipeline = decltype(tile_pipeline(0, 0, tile_coord{}, false, false));
+    using pipeline = decltype(tile_pipeline(0, 0, tile_coord{}));
     static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(a), decltype(b)>,
                                                smem_capacity>::ok);
-    auto alloc = tile_pipeline(0, 0, tile_coord{}, false, false).get_allocations(ctx, a, b);
+    auto alloc = tile_pipeline(0, 0, tile_coord{}).get_allocations(ctx, a, b);
 
     warp_specialized_for(ws, ctx, 0, total, 1, [&](int j, pipeline_state state, auto role) {
       int s = 0, in_step = j;
       while (in_step >= count[s]) in_step -= count[s++];
       const int shard = shard_of(s, d, D);
       const tile_coord t = shards[shard].worker(cta, ctas)[in_step].tile;
-      if constexpr (gathers && std::is_same_v<decltype(role), memory_role_t>)
-        if (s > 0 && in_step == 0) semaphore_wait(sems, shard, launch * per_step);  // the shard is in its slot
       gmem_ref<T, 2, a_tile> a_src = a;
-      if constexpr (gathers)
+      if constexpr (gathers) {
         if (s > 0) a_src = received.local;
-      tile_pipeline(s, shard, t, in_step == 0, in_step + 1 == count[s])(ctx, alloc, state, role, a_src, b);
+        // The tile's row block is in its slot: the right neighbour forwarded it.
+        if (std::is_same_v<decltype(role), memory_role_t> && s > 0)
+          semaphore_wait(sems, static_cast<int>(piece(shard, t, 0)), launch);
+      }
+      tile_pipeline(s, shard, t)(ctx, alloc, state, role, a_src, b);
     });
     if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>();
     // This device's slots are read: its right neighbour may write them in the next launch.
-    if (sends) semaphore_signal(sems, D, right);
+    if (sends) semaphore_signal(sems, drained, right);
   }
 };
 
@@ -196,7 +209,7 @@ class ring_matmul {
   /// 3 in the interpreter).
   ring_matmul(const device_group& group, const std::vector<long long>& shard_rows, long long K, long long N, int ctas = 0)
       : K_(K), N_(N), launches_(static_cast<std::size_t>(group.size()), 0), received_(make_received(group, shard_rows, K, N)),
-        sems_(group, {group.size() + 1}, std::string(name) + " semaphores") {
+        sems_(group, {kern_.pieces(group.size()) + 1}, std::string(name) + " semaphores") {
     const device& dev = group.local().at(0);
     const int sms = ctas > 0 ? ctas : dev.is_gpu() ? dev.multiprocessors() : 3;
     int most_tiles = 0;
