@@ -45,7 +45,10 @@ enum class collective { all_gather, reduce_scatter };
 
 template <class T, collective Op, int BM = 128, int BN = 256, int Stages = 4, int BK = 64>
 struct ring_matmul_kernel {
-  static constexpr warp_specialization<2, 40> ws{};  // 2 compute warpgroups, the memory one last
+  // Two compute warpgroups, the memory one last with 56 registers: at matmul_ws' 40 ptxas
+  // spilled 16 bytes in the reduce-scatter (the ring's tile lookup per step); at 56 neither
+  // kernel spills and the compute warpgroups keep 224.
+  static constexpr warp_specialization<2, 56> ws{};
   static constexpr int num_threads = ws.num_threads;
   static constexpr int compute_wgs = ws.compute_wgs;
   static constexpr int block_m = BM, block_n = BN, block_k = BK;
