@@ -143,30 +143,45 @@ std::vector<double> matmul_rows(const std::vector<double>& a, const std::vector<
   return c;
 }
 
+/// A fresh random rows x cols input on dev; its values in `host`.
+tp::tensor<bf16, 2> random_input(const tp::device& dev, long long rows, long long cols, std::vector<bf16>& host) {
+  host = test::random_values<bf16>(static_cast<std::size_t>(rows * cols));
+  return tp::tensor<bf16, 2>::from_host(dev, {rows, cols}, host);
+}
+
+/// A rows x cols output on dev, NaN until the kernel writes it.
+tp::tensor<bf16, 2> poisoned_output(const tp::device& dev, long long rows, long long cols) {
+  tp::tensor<bf16, 2> t(dev, {rows, cols});
+  t.poison();
+  return t;
+}
+
+long long total_rows(const std::vector<long long>& shards) {
+  long long m = 0;
+  for (long long r : shards) m += r;
+  return m;
+}
+
 TEST(CollectiveMatmul, AllGatherMatmulUnevenShards) {
   const long long K = 136, N = 320;  // a partial K step and a partial column of tiles
   for (const std::vector<long long>& shards : {std::vector<long long>{130, 64}, {17, 200, 96}, {64, 1, 150, 129}}) {
     const int D = static_cast<int>(shards.size());
     auto group = tp::device_group::simulated(D, prototype(D));
     tp::all_gather_matmul<bf16> ag(group, shards, K, N);
-    long long M = 0;
-    for (long long r : shards) M += r;
-    std::vector<bf16> a_all;  // the gathered A, for the reference
+    const long long M = total_rows(shards);
+    std::vector<bf16> a_all, ad;  // the gathered A, for the reference
     std::vector<tp::tensor<bf16, 2>> a, b, c;
-    std::vector<std::vector<bf16>> b_host;
+    std::vector<std::vector<bf16>> b_host(static_cast<std::size_t>(D));  // each device's column slice of a layer
     for (const tp::device& dev : group.local()) {
-      const auto ad = test::random_values<bf16>(static_cast<std::size_t>(shards[dev.index()] * K));
+      a.push_back(random_input(dev, shards[dev.index()], K, ad));
       a_all.insert(a_all.end(), ad.begin(), ad.end());
-      a.push_back(tp::tensor<bf16, 2>::from_host(dev, {shards[dev.index()], K}, ad));
-      b_host.push_back(test::random_values<bf16>(static_cast<std::size_t>(K * N)));  // each device's column slice of a layer
-      b.push_back(tp::tensor<bf16, 2>::from_host(dev, {K, N}, b_host.back()));
-      c.emplace_back(dev, std::array<long long, 2>{M, N});
-      c.back().poison();
+      b.push_back(random_input(dev, K, N, b_host[dev.index()]));
+      c.push_back(poisoned_output(dev, M, N));
     }
     for (int launch = 0; launch < (D == 2 ? 2 : 1); ++launch) {  // a second launch waits for the counts of its own
       for (const tp::device& dev : group.local()) ag(dev, a[dev.index()], b[dev.index()], c[dev.index()]);
       for (int d = 0; d < D; ++d) {
-        const auto ref = matmul_rows(to_double(a_all), to_double(b_host[d]), K, N, 0, M);
+        const auto ref = matmul_rows(to_double(a_all), to_double(b_host[static_cast<std::size_t>(d)]), K, N, 0, M);
         EXPECT_LT(test::rel_error(c[d].to_host(), ref), 1e-2) << D << " devices, device " << d << ", launch " << launch;
       }
     }
@@ -179,18 +194,15 @@ TEST(CollectiveMatmul, MatmulReduceScatterUnevenShards) {
     const int D = static_cast<int>(shards.size());
     auto group = tp::device_group::simulated(D, prototype(D));
     tp::matmul_reduce_scatter<bf16> rs(group, shards, K, N);
-    long long M = 0;
-    for (long long r : shards) M += r;
+    const long long M = total_rows(shards);
     std::vector<std::vector<double>> a_host, b_host;
     std::vector<tp::tensor<bf16, 2>> a, b, c;
+    std::vector<bf16> ad, bd;
     for (const tp::device& dev : group.local()) {
-      const auto ad = test::random_values<bf16>(static_cast<std::size_t>(M * K));
-      const auto bd = test::random_values<bf16>(static_cast<std::size_t>(K * N));
+      a.push_back(random_input(dev, M, K, ad));
+      b.push_back(random_input(dev, K, N, bd));
       a_host.push_back(to_double(ad)), b_host.push_back(to_double(bd));
-      a.push_back(tp::tensor<bf16, 2>::from_host(dev, {M, K}, ad));
-      b.push_back(tp::tensor<bf16, 2>::from_host(dev, {K, N}, bd));
-      c.emplace_back(dev, std::array<long long, 2>{shards[dev.index()], N});
-      c.back().poison();
+      c.push_back(poisoned_output(dev, shards[dev.index()], N));
     }
     for (const tp::device& dev : group.local()) rs(dev, a[dev.index()], b[dev.index()], c[dev.index()]);
     long long r0 = 0;

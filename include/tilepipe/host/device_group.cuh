@@ -1,7 +1,7 @@
 // The devices of a collective launch and the memory they share.
 //
 //     auto group = tp::device_group::simulated(3);          // the interpreter: 3 devices in this process
-//     auto group = tp::nccl_group::join(...).devices();     // the GPU: this process's rank (host/nccl.cuh)
+//     const auto& group = nccl.devices();                   // the GPU: this process's rank (host/nccl.cuh)
 //     tp::symmetric_tensor<bf16, 2> slots(group, {rows, k}, "received shards");
 //     for (const tp::device& dev : group.local())            // every device here, or this process's GPU
 //       tp::kernel(k, cfg)(dev, a[dev.index()], slots);       // slots binds to a tp::symmetric<...> parameter
