@@ -90,6 +90,8 @@ class nccl_group {
     void* p = nullptr;
     TP_NCCL_CHECK(ncclMemAlloc(&p, size));
     TP_CUDA_CHECK(cudaMemset(p, 0, size));
+    // Zeroed before registration returns on any rank: a peer may signal into it right after.
+    TP_CUDA_CHECK(cudaDeviceSynchronize());
     ncclWindow_t window = nullptr;
     TP_NCCL_CHECK(ncclCommWindowRegister(comm_, p, size, &window, NCCL_WIN_COLL_SYMMETRIC));
     void** peers = nullptr;
