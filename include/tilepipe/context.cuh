@@ -21,6 +21,8 @@ struct grid_info {
   char names[max_grid_rank][max_axis_name] = {};
   char thread_name[max_axis_name] = {};  // the kernel's name for its warpgroups (Pallas' thread_name)
   int num_warpgroups = 1;
+  int device = 0, devices = 1;             // this GPU's index among the launch's devices, and their number
+  char device_name[max_axis_name] = {};    // the device axis' name (launch_config::device_axis)
   failure_channel failure;  // where failed checks report on the GPU
 #if TP_PROFILE
   profile_buffer profile;  // where the profiler's events go (null: nowhere)
@@ -48,11 +50,19 @@ class kernel_context {
   /// warpgroup axis when the kernel names it (`static constexpr const char* thread_name`):
   /// axis_index(thread_name) is thread_index(), axis_size(thread_name) num_threads().
   TP_HD int axis_index(int axis) const { return cta_[axis]; }
-  TP_HD int axis_index(const char* name) const { return names_threads(name) ? thread_index() : cta_[axis_of(name)]; }
+  TP_HD int axis_index(const char* name) const {
+    return names_threads(name) ? thread_index() : names_devices(name) ? device_index() : cta_[axis_of(name)];
+  }
   TP_HD int axis_size(int axis) const { return grid_->extent[axis]; }
   TP_HD int axis_size(const char* name) const {
-    return names_threads(name) ? num_threads() : grid_->extent[axis_of(name)];
+    return names_threads(name) ? num_threads() : names_devices(name) ? device_count() : grid_->extent[axis_of(name)];
   }
+
+  /// Which device (GPU) of a collective launch runs this CTA, and how many there are: the
+  /// device axis (Pallas' mesh axis), also by its name, axis_index("device") unless the
+  /// launch named it otherwise (launch_config::device_axis). 0 and 1 for a single device.
+  TP_HD int device_index() const { return grid_->device; }
+  TP_HD int device_count() const { return grid_->devices; }
 
   /// Which warpgroup ("thread" in Pallas' sense) runs this code, and how many there are.
   TP_HD int thread_index() const { return prim::warpgroup_index(); }
@@ -176,6 +186,7 @@ class kernel_context {
     return i < max_axis_name && name[i] == 0 && stored[i] == 0;
   }
   TP_HD bool names_threads(const char* name) const { return grid_->thread_name[0] != 0 && is_named(name, grid_->thread_name); }
+  TP_HD bool names_devices(const char* name) const { return grid_->device_name[0] != 0 && is_named(name, grid_->device_name); }
   TP_HD int axis_of(const char* name) const {
     for (int a = 0; a < grid_->rank; ++a)
       if (is_named(name, grid_->names[a])) return a;

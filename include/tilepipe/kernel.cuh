@@ -2,6 +2,7 @@
 #pragma once
 
 #include "host/device.cuh"
+#include "host/device_group.cuh"
 #include "host/launch.cuh"
 #include "host/profiler.cuh"
 #include "host/tensor.cuh"

@@ -20,6 +20,7 @@
 #include "ops/fragment.cuh"
 #include "ops/map.cuh"
 #include "ops/scalar_prefetch.cuh"
+#include "ops/signals.cuh"
 #include "ops/store.cuh"
 #include "ops/turn_order.cuh"
 #include "ops/wgmma.cuh"

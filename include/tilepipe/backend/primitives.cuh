@@ -91,6 +91,22 @@ TP_HD TP_FORCEINLINE void flag_release(unsigned* flag);
 /// ahead while the flag is clear, and reports a deadlock when none is left.
 TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag);
 
+// ---- signals between devices -----------------------------------------------------------
+/// leader: adds `inc` to a semaphore word in global memory, this device's or a peer's (a
+/// pointer into a symmetric buffer, tp::remote): a release at system scope, so a device that
+/// sees the sum (signal_wait) sees every global write, ordinary or by TMA, that this thread
+/// made, or saw made, before it. TMA stores count only once waited for (bulk_wait<0>).
+TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc);
+/// leader: waits until this device's semaphore word reaches `value` (compared modulo 2^32,
+/// so counts may wrap), an acquire at system scope: afterwards the thread's ordinary and TMA
+/// accesses see what the signallers published. The interpreter runs other CTAs and devices
+/// meanwhile, and reports a deadlock when none can signal.
+TP_HD TP_FORCEINLINE void signal_wait(const unsigned* sem, unsigned value);
+/// interpreter: the calling warpgroup reads / writes [p, p + bytes) of global memory with
+/// ordinary accesses, as `what`: the race detector checks those inside symmetric buffers
+/// against the other devices' accesses.
+TP_HD TP_FORCEINLINE void note_gmem_access(const void* p, std::size_t bytes, bool write, const char* what);
+
 // ---- mbarriers -------------------------------------------------------------------------
 /// leader: initialises an mbarrier completing a phase after `count` arrivals.
 TP_HD TP_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t count);

@@ -22,9 +22,10 @@ using fp8_e4m3 = __nv_fp8_e4m3;
 using fp8_e5m2 = __nv_fp8_e5m2;
 using i8 = std::int8_t;
 using u8 = std::uint8_t;
+using u32 = std::uint32_t;  // semaphore counters between devices (ops/signals.cuh)
 
 /// Codes for the element type of a TMA tensor map (values of CUtensorMapDataType).
-enum class tma_dtype : int { u8 = 0, f16 = 6, f32 = 7, bf16 = 9 };
+enum class tma_dtype : int { u8 = 0, u32 = 2, f16 = 6, f32 = 7, bf16 = 9 };
 
 template <class T>
 struct dtype_traits;
@@ -66,6 +67,12 @@ template <>
 struct dtype_traits<u8> {
   static constexpr const char* name = "u8";
   static constexpr tma_dtype tma = tma_dtype::u8;
+};
+
+template <>
+struct dtype_traits<u32> {
+  static constexpr const char* name = "u32";
+  static constexpr tma_dtype tma = tma_dtype::u32;
 };
 
 /// An element type tilepipe can move with TMA and compute on.

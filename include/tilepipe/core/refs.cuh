@@ -103,6 +103,56 @@ TP_HD gmem_ref<T, 2> plane(const gmem_ref<T, R, Tiles...>& g) {
   return r;
 }
 
+/// The most devices a collective launch spans (one NVLink domain: 8 GPUs).
+inline constexpr int max_devices = 8;
+
+/// A tensor in a symmetric buffer: one copy of the same shape on every device of a
+/// collective launch (tp::symmetric_tensor; on the GPU an NCCL window). `local` is this
+/// device's copy; remote(d) is device d's (Pallas' remote_ref), a gmem_ref with tensor maps
+/// of its own, so TMA loads and stores and ordinary accesses reach the peer over NVLink.
+/// .at(...) slices every copy alike.
+template <class T, int R, class... Tiles>
+struct symmetric_ref {
+  using local_ref = gmem_ref<T, R, Tiles...>;
+  using value_type = T;
+  static constexpr int rank = R;
+  static constexpr int num_maps = local_ref::num_maps * max_devices;  // device-major
+  using tile_pointers = typename local_ref::tile_pointers;
+
+  local_ref local;
+  T* base[max_devices] = {};  // the first element of each device's copy
+  int device = 0, devices = 1;
+  const tma_desc* all_maps = nullptr;
+
+  /// Slices every copy: the view's offset in the tensor is the same on each device.
+  template <class... S>
+  TP_HD symmetric_ref at(S... s) const {
+    symmetric_ref r = *this;
+    r.local = local.at(s...);
+    return r;
+  }
+
+  /// Device d's copy of this view.
+  TP_HD local_ref remote(int d) const {
+    TP_REQUIRE(d >= 0 && d < devices, "tp::remote: device %d of a symmetric buffer shared by %d devices", d, devices);
+    local_ref r = local;
+    r.data = base[d] + (local.data - base[device]);
+    r.maps = all_maps + d * local_ref::num_maps;
+    return r;
+  }
+};
+
+/// Device d's copy of a view of a symmetric buffer (Pallas' pl.remote_ref / device_id).
+template <class T, int R, class... Tiles>
+TP_HD gmem_ref<T, R, Tiles...> remote(const symmetric_ref<T, R, Tiles...>& ref, int d) {
+  return ref.remote(d);
+}
+
+template <class G>
+inline constexpr bool is_symmetric_ref_v = false;
+template <class T, int R, class... Tiles>
+inline constexpr bool is_symmetric_ref_v<symmetric_ref<T, R, Tiles...>> = true;
+
 // ---------------------------------------------------------------------------------------
 // Shared memory
 

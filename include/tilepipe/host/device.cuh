@@ -2,11 +2,12 @@
 // when this translation unit was built by nvcc and an sm_90 GPU is present.
 #pragma once
 
-#include "../backend/interpret/cta.hpp"
+#include "../backend/interpret/devices.hpp"
 #include "../core/error.cuh"
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -135,6 +136,20 @@ class device {
   /// Options for launches on the interpreter (copy modes, CTA order).
   interpret::options interpreter;
 
+  /// The device axis of collective launches (tp::device_group): this device's index among
+  /// the group's devices and their number; 0 and 1 outside a group.
+  int index() const { return index_; }
+  int count() const { return count_; }
+  /// The simulated devices of an interpreted group, which run its devices' launches together.
+  const std::shared_ptr<interpret::simulated_devices>& simulated_group() const { return simulated_; }
+
+  /// Device `index` of `count` in a group; `simulated` for the interpreter's groups.
+  device in_group(int index, int count, std::shared_ptr<interpret::simulated_devices> simulated) const {
+    device d = *this;
+    d.index_ = index, d.count_ = count, d.simulated_ = std::move(simulated);
+    return d;
+  }
+
   /// True when this translation unit can launch on a GPU and an sm_90 device is present.
   static bool gpu_available() {
 #if TP_HAS_CUDA_COMPILER
@@ -167,6 +182,8 @@ class device {
   bool gpu_ = false;
   std::string name_;
   int sms_ = 0;
+  int index_ = 0, count_ = 1;
+  std::shared_ptr<interpret::simulated_devices> simulated_;
 };
 
 }  // namespace tilepipe

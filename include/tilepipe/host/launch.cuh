@@ -17,6 +17,7 @@
 #include "../context.cuh"
 #include "../core/refs.cuh"
 #include "device.cuh"
+#include "device_group.cuh"
 #include "profiler.cuh"
 #include "tensor.cuh"
 #include "tensor_map.cuh"
@@ -37,6 +38,10 @@ namespace tilepipe {
 /// A GMEM kernel parameter: element type, rank, and the tiles the kernel moves with TMA.
 template <class T, int R, class... Tiles>
 using gmem = gmem_ref<T, R, Tiles...>;
+/// A kernel parameter in symmetric memory (a tp::symmetric_tensor argument): every device's
+/// copy, reached with tp::remote.
+template <class T, int R, class... Tiles>
+using symmetric = symmetric_ref<T, R, Tiles...>;
 
 struct launch_config {
   std::vector<int> grid = {1};          // 1 to 3 axes; axis 0 is CUDA's x
@@ -48,6 +53,8 @@ struct launch_config {
   profiler* profile = nullptr;          // records the launch's events (needs TILEPIPE_PROFILE)
   bool dependent_launch = false;        // programmatic dependent launch: may start before the
                                         // previous kernel in the stream ends (prim::grid_dependency_wait)
+  std::string device_axis = "device";   // the device axis' name: axis_index(device_axis) is the device's
+                                        // index in its tp::device_group
 };
 
 /// An output the launch allocates (poisoned with NaN) and returns.
@@ -79,6 +86,8 @@ template <class P>
 inline constexpr bool is_gmem_v = false;
 template <class T, int R, class... Tiles>
 inline constexpr bool is_gmem_v<gmem_ref<T, R, Tiles...>> = true;
+template <class T, int R, class... Tiles>
+inline constexpr bool is_gmem_v<symmetric_ref<T, R, Tiles...>> = true;  // bound to a launch argument like a gmem_ref
 template <class P>
 inline constexpr bool is_barriers_v = false;
 template <int N, int A>
@@ -141,7 +150,12 @@ constexpr int map_offset() {
 template <std::size_t I, class KP, class... P>
 TP_HD auto bind_one(const KP& p, kernel_context& ctx, cuda::std::tuple<P...>*) {
   using Param = cuda::std::tuple_element_t<I, cuda::std::tuple<P...>>;
-  if constexpr (is_gmem_v<Param>) {
+  if constexpr (is_symmetric_ref_v<Param>) {
+    Param r = cuda::std::get<I>(p.args);
+    r.all_maps = p.maps + map_offset<I, P...>();
+    r.local.maps = r.all_maps + r.device * Param::local_ref::num_maps;
+    return r;
+  } else if constexpr (is_gmem_v<Param>) {
     Param r = cuda::std::get<I>(p.args);
     r.maps = p.maps + map_offset<I, P...>();
     return r;
@@ -231,21 +245,25 @@ const std::string& kernel_name() {
   return name;
 }
 
-/// Runs the launch in the interpreter (backend/interpret/grid_runner.hpp).
+/// Runs the launch in the interpreter (backend/interpret/grid_runner.hpp); on a device of
+/// a simulated group, hands it to the group, which runs it with the other devices' launches
+/// (backend/interpret/devices.hpp) and keeps the parameters until then.
 template <class K, class KP>
-void run_interpreted(const KP& p, const launch_config& cfg, std::size_t smem, const interpret::options& opt) {
+void run_interpreted(std::shared_ptr<const KP> p, const launch_config& cfg, std::size_t smem, const device& dev) {
   static_assert(max_grid_rank == 3, "tilepipe: the interpreter runs grids of 3 axes");
   interpret::grid_shape g;
-  for (int a = 0; a < max_grid_rank; ++a) g.extent[a] = p.grid.extent[a];
+  for (int a = 0; a < max_grid_rank; ++a) g.extent[a] = p->grid.extent[a];
   g.rank = static_cast<int>(cfg.grid.size());
   g.cluster = cfg.cluster;
   g.cluster_axis = cfg.cluster_axis;
   g.warpgroups = threads_of<K>();
   g.smem_bytes = smem;
-  interpret::run_grid(g, opt, kernel_name<K>(), [&](const std::array<int, 3>& c) {
+  auto run = [p](const std::array<int, 3>& c) {
     const int cta[max_grid_rank] = {c[0], c[1], c[2]};
-    run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
-  });
+    run_cta<K>(*p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p->args)>>{});
+  };
+  if (const auto& group = dev.simulated_group()) group->submit(dev.index(), {g, dev.interpreter, kernel_name<K>(), run});
+  else interpret::run_grid(g, dev.interpreter, kernel_name<K>(), run);
 }
 
 template <class T, int R>
@@ -314,9 +332,35 @@ Param make_gmem_param(const tensor_view<T, R>& v, tma_desc* maps, bool gpu, int 
   return r;
 }
 
-/// The GMEM parameter bound to launch argument `Index`, after checking its type and rank.
+/// A symmetric parameter: every device's copy, each with its tensor maps.
+template <class Param, class T, int R>
+Param make_symmetric_param(const symmetric_tensor<T, R>& s, const device& dev, tma_desc* maps, int index) {
+  if (s.devices() != dev.count())
+    detail::throw_formatted("kernel argument %d is a symmetric tensor of %d devices, but the launch's device is one of "
+                            "%d (tp::device_group)",
+                            index, s.devices(), dev.count());
+  Param r;
+  for (int d = 0; d < s.devices(); ++d) {
+    r.base[d] = s.on(d).data;
+    const auto copy = make_gmem_param<typename Param::local_ref>(s.on(d), maps + d * Param::local_ref::num_maps,
+                                                                 dev.is_gpu(), index);
+    if (d == dev.index()) r.local = copy;
+  }
+  r.device = dev.index();
+  r.devices = dev.count();
+  return r;
+}
+
+template <class P>
+struct symmetric_parameter_needs_symmetric_tensor {
+  static_assert(sizeof(P) == 0, "tilepipe: a tp::symmetric<T, R, ...> kernel parameter binds to a "
+                                "tp::symmetric_tensor<T, R> launch argument of the same element type and rank");
+  static constexpr bool reported = true;
+};
+
+/// A gmem_ref parameter bound to launch argument `Index`, after checking its type and rank.
 template <class Param, int Index, class Arg>
-Param bind_gmem_argument(const Arg& a, tma_desc* maps, bool gpu) {
+Param bind_plain_gmem_argument(const Arg& a, tma_desc* maps, bool gpu) {
   using T = typename Param::value_type;
   using given = argument_traits<std::remove_cvref_t<Arg>>;
   if constexpr (!std::is_same_v<typename given::value_type, T> || given::rank != Param::rank) {
@@ -326,6 +370,22 @@ Param bind_gmem_argument(const Arg& a, tma_desc* maps, bool gpu) {
     return Param{};
   } else {
     return make_gmem_param<Param>(as_view(a), maps, gpu, Index);
+  }
+}
+
+/// The GMEM parameter bound to launch argument `Index`, after checking its type and rank.
+template <class Param, int Index, class Arg>
+Param bind_gmem_argument(const Arg& a, tma_desc* maps, const device& dev) {
+  const bool gpu = dev.is_gpu();
+  if constexpr (is_symmetric_ref_v<Param>) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<Arg>, symmetric_tensor<typename Param::value_type, Param::rank>>) {
+      return make_symmetric_param<Param>(a, dev, maps, Index);
+    } else {
+      static_assert(symmetric_parameter_needs_symmetric_tensor<Param>::reported);
+      return Param{};
+    }
+  } else {
+    return bind_plain_gmem_argument<Param, Index>(a, maps, gpu);
   }
 }
 
@@ -445,10 +505,10 @@ class kernel_launcher {
   template <class... A>
   void launch(const device& dev, const A&... args) const {
     const bool gpu = dev.is_gpu();
-    auto p = std::make_unique<kp_type>();
+    auto p = std::make_shared<kp_type>();
     p->kernel = k_;
-    fill_grid(p->grid);
-    fill_params(*p, gpu, cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{}, args...);
+    fill_grid(p->grid, dev);
+    fill_params(*p, dev, cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{}, args...);
     if (cfg_.profile) {
       const long long ctas = 1ll * p->grid.extent[0] * p->grid.extent[1] * p->grid.extent[2];
       if (!p->grid.set_profile_target(cfg_.profile->prepare(gpu, ctas, p->grid.num_warpgroups, launch_detail::kernel_name<K>())))
@@ -462,7 +522,7 @@ class kernel_launcher {
       detail::throw_formatted("shared memory over budget: the kernel's scratch needs %zu bytes, the launch gives %zu",
                               kp_type::static_scratch, smem);
     if (!gpu) {
-      launch_detail::run_interpreted<K>(*p, cfg_, smem, dev.interpreter);
+      launch_detail::run_interpreted<K, kp_type>(p, cfg_, smem, dev);
       return;
     }
 #if TP_HAS_CUDA_COMPILER
@@ -513,7 +573,7 @@ class kernel_launcher {
   }
 #endif
 
-  void fill_grid(grid_info& g) const {
+  void fill_grid(grid_info& g, const device& dev) const {
     constexpr int nt = launch_detail::threads_of<K>();
     static_assert(nt >= 1 && nt <= max_warpgroups, "tilepipe: num_threads (warpgroups per CTA) must be 1..4");
     const int rank = static_cast<int>(cfg_.grid.size());
@@ -530,6 +590,12 @@ class kernel_launcher {
                               cfg_.grid[cfg_.cluster_axis], cfg_.cluster);
     g.rank = rank;
     g.num_warpgroups = nt;
+    g.device = dev.index();
+    g.devices = dev.count();
+    if (cfg_.device_axis.empty() || cfg_.device_axis.size() >= static_cast<std::size_t>(max_axis_name))
+      detail::throw_formatted("launch option device_axis '%s' must have 1 to %d characters", cfg_.device_axis.c_str(),
+                              max_axis_name - 1);
+    std::memcpy(g.device_name, cfg_.device_axis.c_str(), cfg_.device_axis.size() + 1);
     for (int a = 0; a < rank; ++a) {
       if (cfg_.grid[a] <= 0) detail::throw_formatted("empty grid: axis %d has extent %d", a, cfg_.grid[a]);
       g.extent[a] = cfg_.grid[a];
@@ -552,19 +618,19 @@ class kernel_launcher {
   }
 
   template <std::size_t... I, class... A>
-  static void fill_params(kp_type& p, bool gpu, cuda::std::index_sequence<I...>, const A&... args) {
+  static void fill_params(kp_type& p, const device& dev, cuda::std::index_sequence<I...>, const A&... args) {
     const auto bound = std::tie(args...);
-    (fill_param<I>(p, gpu, bound), ...);
+    (fill_param<I>(p, dev, bound), ...);
   }
 
   template <std::size_t I, class Bound>
-  static void fill_param(kp_type& p, bool gpu, const Bound& bound) {
+  static void fill_param(kp_type& p, const device& dev, const Bound& bound) {
     using Param = cuda::std::tuple_element_t<I, params>;
     if constexpr (launch_detail::is_gmem_v<Param>) {
       static_assert(I < std::tuple_size_v<Bound>, "tilepipe: gmem parameters come before scratch parameters");
       constexpr int offset = map_offset_of<I>(cuda::std::make_index_sequence<cuda::std::tuple_size_v<params>>{});
       cuda::std::get<I>(p.args) =
-          launch_detail::bind_gmem_argument<Param, static_cast<int>(I)>(std::get<I>(bound), p.maps + offset, gpu);
+          launch_detail::bind_gmem_argument<Param, static_cast<int>(I)>(std::get<I>(bound), p.maps + offset, dev);
     }
   }
 

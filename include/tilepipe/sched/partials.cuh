@@ -1,4 +1,5 @@
-// Partial sums handed from one CTA to another through global memory (stream-K, split-K).
+// Partial sums handed from one CTA to another through global memory (stream-K, split-K,
+// and from one device to the next in a reduce-scatter ring).
 //
 // A warpgroup stores its f32 accumulator into a slot of a workspace and publishes it with
 // a flag; the warpgroup that finishes the tile waits for the flag and adds the slot into
@@ -51,11 +52,14 @@ struct partial_layout {
 };
 }  // namespace detail
 
-/// Every thread of the warpgroup: writes the accumulator into slot i and sets its flag.
+/// Every thread of the warpgroup: writes the accumulator into a slot of M x N floats (16-byte
+/// aligned; in this device's memory or a peer's) in the layout above. Synchronise before
+/// another warpgroup reads it (a flag, a semaphore).
 template <int M, int N>
-TP_HD TP_FORCEINLINE void publish_partial(const accumulator<M, N>& acc, const partials_ref& ws, int i) {
+TP_HD TP_FORCEINLINE void store_partial(const accumulator<M, N>& acc, float* slot) {
   using layout = detail::partial_layout<M, N>;
-  auto* dst = reinterpret_cast<detail::partial_quad*>(ws.slot(i));
+  prim::note_gmem_access(slot, sizeof(float) * M * N, true, "tp::store_partial");
+  auto* dst = reinterpret_cast<detail::partial_quad*>(slot);
   int e = 0, t = 0;  // the element's place in this thread's visiting order; the thread
   detail::partial_quad q;
   acc.for_each([&](float v, int row, int col) {
@@ -64,18 +68,14 @@ TP_HD TP_FORCEINLINE void publish_partial(const accumulator<M, N>& acc, const pa
     if (e % 4 == 3) dst[e / 4 * layout::threads + t] = q;
     ++e;
   });
-  prim::warpgroup_sync();  // every thread's stores precede the leader's release
-  if (prim::leader()) prim::flag_release(ws.flag(i));
 }
 
-/// Every thread of the warpgroup: waits until slot i is published, adds it to the
-/// accumulator and clears the flag (each slot is read once per launch).
+/// Every thread of the warpgroup: adds a slot that store_partial wrote to the accumulator.
 template <int M, int N>
-TP_HD TP_FORCEINLINE void accumulate_partial(accumulator<M, N>& acc, const partials_ref& ws, int i) {
+TP_HD TP_FORCEINLINE void add_partial(accumulator<M, N>& acc, const float* slot) {
   using layout = detail::partial_layout<M, N>;
-  if (prim::leader()) prim::flag_acquire_reset(ws.flag(i));
-  prim::warpgroup_sync();  // the leader's acquire precedes every thread's loads
-  const auto* src = reinterpret_cast<const detail::partial_quad*>(ws.slot(i));
+  prim::note_gmem_access(slot, sizeof(float) * M * N, false, "tp::add_partial");
+  const auto* src = reinterpret_cast<const detail::partial_quad*>(slot);
   int e = 0, t = 0;
   detail::partial_quad q;
   acc.for_each([&](float& v, int row, int col) {
@@ -84,6 +84,23 @@ TP_HD TP_FORCEINLINE void accumulate_partial(accumulator<M, N>& acc, const parti
     v += q.v[e % 4];
     ++e;
   });
+}
+
+/// Every thread of the warpgroup: writes the accumulator into slot i and sets its flag.
+template <int M, int N>
+TP_HD TP_FORCEINLINE void publish_partial(const accumulator<M, N>& acc, const partials_ref& ws, int i) {
+  store_partial(acc, ws.slot(i));
+  prim::warpgroup_sync();  // every thread's stores precede the leader's release
+  if (prim::leader()) prim::flag_release(ws.flag(i));
+}
+
+/// Every thread of the warpgroup: waits until slot i is published, adds it to the
+/// accumulator and clears the flag (each slot is read once per launch).
+template <int M, int N>
+TP_HD TP_FORCEINLINE void accumulate_partial(accumulator<M, N>& acc, const partials_ref& ws, int i) {
+  if (prim::leader()) prim::flag_acquire_reset(ws.flag(i));
+  prim::warpgroup_sync();  // the leader's acquire precedes every thread's loads
+  add_partial(acc, ws.slot(i));
 }
 
 }  // namespace tilepipe

@@ -21,6 +21,7 @@
 #include "../../core/tma_desc.cuh"
 #include "../../core/wgmma_desc.cuh"
 #include "mbarrier.hpp"
+#include "peer_memory.hpp"
 #include "race_detector.hpp"
 #include "scheduler.hpp"
 #include "smem_regions.hpp"
@@ -76,6 +77,7 @@ struct pending_copy {
   long long bytes = 0;
   std::string what;
   std::uint32_t op = 0;  // the race detector's record of it (0 without detection)
+  std::uint32_t peer_op = 0;  // a store's record in the launch's peer_memory (0: none)
 };
 
 struct wgmma_group {
@@ -100,9 +102,13 @@ class grid_runner;
 class cta_state {
  public:
   /// num_warpgroups and smem_bytes are per CTA; `cluster` CTAs are simulated together.
+  /// `shared`: the scheduler of a launch over several simulated devices, whose threads
+  /// thread_base .. thread_base + warpgroups - 1 are this CTA's (null: the CTA's own).
   cta_state(int num_warpgroups, std::size_t smem_bytes, const options& opt, std::string kernel, std::string cta,
-            int cta_number = 0, int cluster = 1)
-      : sched(num_warpgroups * cluster),
+            int cta_number = 0, int cluster = 1, scheduler* shared = nullptr, int thread_base = 0)
+      : own_sched_(shared ? nullptr : std::make_unique<scheduler>(num_warpgroups * cluster)),
+        sched(shared ? *shared : *own_sched_),
+        thread_base(thread_base),
         wgs(num_warpgroups * cluster),
         kernel_name(std::move(kernel)),
         cta_name(std::move(cta)),
@@ -119,7 +125,7 @@ class cta_state {
     smem_ = static_cast<unsigned char*>(std::aligned_alloc(1024, cluster * smem_stride));
     std::memset(smem_, 0xFF, cluster * smem_stride);  // poison: NaN in every float format
     for (int i = 0; i < num_warpgroups * cluster; ++i) wgs[i].index = i;
-    sched.deadlock_context = [this](const std::vector<scheduler::state>& st) { return deadlock_context(st); };
+    if (!shared) sched.deadlock_context = [this](const std::vector<scheduler::state>& st) { return deadlock_context(st); };
     if (opt.detect_races) {
       det_ = std::make_unique<race_detector>(num_warpgroups * cluster, smem_total_);
       det_->describe_bytes = [this](std::uint32_t lo, std::uint32_t hi) { return regions_.describe(lo, hi); };
@@ -312,7 +318,7 @@ class cta_state {
       auto& b = barriers_.at(off);
       if (b.completed >= b.seen_by(wg) + 2) parity_behind(b, wg, parity, where);
       b.waiters.push_back({wg, b.completed, parity, where});
-      sched.block_until(wg, ready, [this, off, parity, where] {
+      sched.block_until(thread_base + wg, ready, [this, off, parity, where] {
         const auto& b = barriers_.at(off);
         std::string s = "mbarrier " + b.describe() + " for phase parity " + std::to_string(parity);
         if (where.step >= 0) s += " at pipeline step " + std::to_string(where.step);
@@ -361,12 +367,12 @@ class cta_state {
       nb.who = 0;
       nb.waiting = 0;
       ++nb.generation;
-      sched.yield(wg);  // the others resume first if their index is lower
+      sched.yield(thread_base + wg);  // the others resume first if their index is lower
       return;
     }
     if (!wait) return;
     const std::uint64_t gen = nb.generation;
-    sched.block_until(wg, [this, id, gen] { return named_[id].generation != gen; },
+    sched.block_until(thread_base + wg, [this, id, gen] { return named_[id].generation != gen; },
                       [this, id, threads] {
                         return (id == cluster_barrier_key ? std::string("the cluster barrier")
                                                           : "named barrier " + std::to_string(id % named_ids)) +
@@ -445,6 +451,7 @@ class cta_state {
       for (auto& c : g.front()) {
         c.perform();
         if (det_ && c.op) det_->complete(c.op, det_->now(wg));
+        if (peers && c.peer_op) peers->complete(c.peer_op, peer_actor);
       }
       g.erase(g.begin());
     }
@@ -507,7 +514,12 @@ class cta_state {
     }
   }
 
-  scheduler sched;
+ private:
+  std::unique_ptr<scheduler> own_sched_;  // declared before sched, which may refer to it
+
+ public:
+  scheduler& sched;
+  const int thread_base;  // this CTA's warpgroup 0 among sched's threads
   std::vector<warpgroup_state> wgs;
   const std::string kernel_name;
   const std::string cta_name;
@@ -518,6 +530,11 @@ class cta_state {
   const std::size_t smem_stride;
   /// The launch's CTAs that have not run yet (a CTA waiting for another's flag runs them).
   grid_runner* grid = nullptr;
+  /// In a launch over several simulated devices: the device this CTA runs on, the memory the
+  /// devices share with its race detector, and this CTA's actor there.
+  int device = 0;
+  peer_memory* peers = nullptr;
+  int peer_actor = 0;
 
  private:
   static std::size_t round_up(std::size_t x, std::size_t a) { return (x + a - 1) / a * a; }
@@ -653,7 +670,9 @@ class cta_state {
            "parity 0)";
   }
 
-  // Who could still arrive on the barriers the blocked warpgroups wait for.
+ public:
+  /// Who could still arrive on the barriers the blocked warpgroups wait for; st holds the
+  /// state of this CTA's warpgroups.
   std::string deadlock_context(const std::vector<scheduler::state>& st) const {
     unsigned returned = 0;
     for (std::size_t w = 0; w < st.size(); ++w)
@@ -712,6 +731,7 @@ class cta_state {
     return s;
   }
 
+ private:
   struct named_state {
     int threads = 0;
     int arrived = 0;

@@ -52,13 +52,11 @@ struct grid_shape {
   std::size_t smem_bytes = 0;
 };
 
-/// Runs every CTA of the grid: run_cta(cta) is one warpgroup's body, in the CTA at
-/// coordinates cta. CTAs run in order, or shuffled (opt.shuffle_ctas); a failure in any
-/// warpgroup ends the launch with an error naming the kernel and the CTA.
-inline void run_grid(const grid_shape& g, const options& opt, const std::string& kernel,
-                     const std::function<void(const std::array<int, 3>& cta)>& run_cta) {
-  const int nt = g.warpgroups, cl = g.cluster, ax = g.cluster_axis;
-  std::vector<std::array<int, 3>> order;  // the first CTA of each cluster
+/// The first CTA of each cluster of the grid, in the order they run: in order, or shuffled
+/// (opt.shuffle_ctas).
+inline std::vector<std::array<int, 3>> cluster_order(const grid_shape& g, const options& opt) {
+  const int cl = g.cluster, ax = g.cluster_axis;
+  std::vector<std::array<int, 3>> order;
   for (int z = 0; z < g.extent[2]; z += ax == 2 ? cl : 1)
     for (int y = 0; y < g.extent[1]; y += ax == 1 ? cl : 1)
       for (int x = 0; x < g.extent[0]; x += ax == 0 ? cl : 1) order.push_back({x, y, z});
@@ -66,14 +64,30 @@ inline void run_grid(const grid_shape& g, const options& opt, const std::string&
     std::mt19937_64 rng(opt.seed);
     std::shuffle(order.begin(), order.end(), rng);
   }
+  return order;
+}
+
+/// A cluster's name in reports: "(2, 0)", or "(2..3, 0)" for a cluster of two along x.
+inline std::string cluster_name(const grid_shape& g, const std::array<int, 3>& c) {
+  std::string name = "(";
+  for (int a = 0; a < g.rank; ++a)
+    name += (a ? ", " : "") + std::to_string(c[a]) +
+            (g.cluster > 1 && a == g.cluster_axis ? ".." + std::to_string(c[a] + g.cluster - 1) : "");
+  return name + ")";
+}
+
+/// Runs every CTA of the grid: run_cta(cta) is one warpgroup's body, in the CTA at
+/// coordinates cta. CTAs run in order, or shuffled (opt.shuffle_ctas); a failure in any
+/// warpgroup ends the launch with an error naming the kernel and the CTA.
+inline void run_grid(const grid_shape& g, const options& opt, const std::string& kernel,
+                     const std::function<void(const std::array<int, 3>& cta)>& run_cta) {
+  const int nt = g.warpgroups, cl = g.cluster, ax = g.cluster_axis;
+  const std::vector<std::array<int, 3>> order = cluster_order(g, opt);
   // Runs CTA `number` of `order`; a CTA that waits for another's flag runs the next ones
   // ahead through `grid`.
   grid_runner grid(order.size(), [&](std::size_t number) {
     const auto& c = order[number];
-    std::string cta_name = "(";
-    for (int a = 0; a < g.rank; ++a)
-      cta_name += (a ? ", " : "") + std::to_string(c[a]) + (cl > 1 && a == ax ? ".." + std::to_string(c[a] + cl - 1) : "");
-    cta_name += ")";
+    const std::string cta_name = cluster_name(g, c);
     cta_state st(nt, g.smem_bytes, opt, kernel, cta_name, static_cast<int>(number), cl);
     st.grid = &grid;
     std::vector<std::thread> threads;

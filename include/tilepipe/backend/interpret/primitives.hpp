@@ -72,6 +72,34 @@ TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
   std::atomic_ref<unsigned>(*flag).store(0, std::memory_order_relaxed);
 }
 
+// ---- signals between devices -----------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) {
+  auto& c = interpret::cta();
+  if (c.peers) c.peers->signal(c.peer_actor, sem);
+  std::atomic_ref<unsigned>(*sem).fetch_add(inc, std::memory_order_release);
+}
+
+/// Other warpgroups, CTAs and devices run while the count is short; when none can, the
+/// launch fails with a deadlock report that names this wait.
+TP_HD TP_FORCEINLINE void signal_wait(const unsigned* sem, unsigned value) {
+  auto& c = interpret::cta();
+  const int wg = interpret::current().wg;
+  auto count = [sem] { return std::atomic_ref<unsigned>(*const_cast<unsigned*>(sem)).load(std::memory_order_acquire); };
+  c.sched.block_until(
+      c.thread_base + wg, [&] { return static_cast<int>(count() - value) >= 0; },
+      [&] {
+        return "a semaphore (tp::semaphore_wait) for the count " + std::to_string(value) + "; it is at " +
+               std::to_string(count()) + " (no CTA of any device left can signal it)";
+      });
+  if (c.peers) c.peers->acquire(c.peer_actor, sem);
+}
+
+TP_HD TP_FORCEINLINE void note_gmem_access(const void* p, std::size_t bytes, bool write, const char* what) {
+  auto& c = interpret::cta();
+  if (c.peers) c.peers->access(c.peer_actor, p, bytes, write, what);
+}
+
 // ---- mbarriers -------------------------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
@@ -146,6 +174,7 @@ void interpret_tma_load(const tma_desc& map, void* dst, const int (&coords)[R], 
   unsigned char* smem = c.smem();
   copy.perform = [&map, co, smem, dst_off] { interpret::tma_load_now(map, co, smem, dst_off); };
   copy.op = c.track_load(interpret::current().wg, map, dst_off, bar_off);
+  if (c.peers) c.peers->tma(c.peer_actor, map, co, false);
   c.mark_written(dst_off, copy.bytes);
   interpret::event e{interpret::event::tma_load, 0, interpret::current().wg, dst_off, bar_off, 0, {}};
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
@@ -186,6 +215,7 @@ TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const 
   unsigned char* smem = c.smem();
   copy.perform = [&map, co, smem, src_off] { interpret::tma_store_now(map, co, smem, src_off); };
   copy.op = c.track_store(interpret::current().wg, map, src_off);
+  if (c.peers) copy.peer_op = c.peers->tma(c.peer_actor, map, co, true);
   interpret::event e{interpret::event::tma_store, 0, interpret::current().wg, src_off, 0, 0, {}};
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
   c.record(e);

@@ -93,6 +93,8 @@ class scheduler {
   /// Extra lines for a deadlock report (who could have arrived), filled by the CTA; gets
   /// the state of every warpgroup.
   std::function<std::string(const std::vector<state>&)> deadlock_context;
+  /// Names thread j in deadlock reports ("warpgroup j" unless set).
+  std::function<std::string(int)> thread_name;
 
  private:
   // The launch prefixes the CTA's report with "tilepipe: kernel ..., CTA ...".
@@ -140,11 +142,12 @@ class scheduler {
     bool any_blocked = false;
     std::string report = "deadlock: no warpgroup can make progress";
     for (int j = 0; j < n; ++j) {
+      const std::string who = thread_name ? thread_name(j) : "warpgroup " + std::to_string(j);
       if (state_[j] == state::blocked) {
         any_blocked = true;
-        report += "\n  warpgroup " + std::to_string(j) + " waits on " + waiting_[j]();
+        report += "\n  " + who + " waits on " + waiting_[j]();
       } else {
-        report += "\n  warpgroup " + std::to_string(j) + " has returned from the kernel";
+        report += "\n  " + who + " has returned from the kernel";
       }
     }
     if (any_blocked) {

@@ -10,6 +10,7 @@
 #include "failure.cuh"
 #include "grid_dependency.cuh"
 #include "registers.cuh"
+#include "signals.cuh"
 #include "sync.cuh"
 #include "timers.cuh"
 #include "tma.cuh"
@@ -57,6 +58,12 @@ TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
   sm90::flag_acquire_reset(flag);
 #endif
 }
+
+// ---- signals between devices -----------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) { sm90::signal_add(sem, inc); }
+TP_HD TP_FORCEINLINE void signal_wait(const unsigned* sem, unsigned value) { sm90::signal_wait(sem, value); }
+TP_HD TP_FORCEINLINE void note_gmem_access(const void*, std::size_t, bool, const char*) {}
 
 // ---- mbarriers -------------------------------------------------------------------------
 
