@@ -194,7 +194,7 @@ class cta_state {
     int& pool = register_pool_[wg / wgs_per_cta];
     const int delta = (regs - mine) * 128;
     if (delta > 0 && pool < delta)
-      sched.block_until(wg, [&pool, delta] { return pool >= delta; }, [this, &pool, delta, regs, wg] {
+      sched.block_until(thread_base + wg, [&pool, delta] { return pool >= delta; }, [this, &pool, delta, regs, wg] {
         return "setmaxnreg.inc to " + std::to_string(regs) + " registers per thread (needs " + std::to_string(delta) +
                " from the CTA's pool, which holds " + std::to_string(pool) + "; warpgroup " +
                std::to_string(wg % wgs_per_cta) + ")";
