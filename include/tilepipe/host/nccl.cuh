@@ -102,8 +102,11 @@ class nccl_group {
     a.bases.resize(static_cast<std::size_t>(ranks_));
     TP_CUDA_CHECK(cudaMemcpy(a.bases.data(), peers, sizeof(void*) * ranks_, cudaMemcpyDeviceToHost));
     TP_CUDA_CHECK(cudaFree(peers));
+    // The addresses are NCCL's flat symmetric mapping (lsaFlatBase + rank x stride): this
+    // rank's own is another virtual address of p's memory, not p. A local-only window
+    // (no P2P, no cuMem) gives no distinct address per rank.
     for (int r = 0; r < ranks_; ++r)
-      if (!a.bases[r] || (r == rank_ && a.bases[r] != p))
+      if (!a.bases[r] || (r > 0 && a.bases[r] == a.bases[r - 1]))
         detail::throw_formatted("nccl_group: the window for %s is not mapped on device %d (NCCL needs CUDA P2P between "
                                 "all GPUs, cuMem and NCCL_WIN_ENABLE=1)",
                                 name.c_str(), r);
