@@ -2,7 +2,8 @@
 // step counts, stationary inputs, outputs written by several compute warpgroups and stored
 // by the memory warpgroup, accumulation, chains of pipelines (start / steady / stop) with
 // step counts that are not multiples of the slots and with delay_release, manual consumed
-// barriers, compute_context with a carry, and its misuse; blocks multicast to clusters of CTAs.
+// barriers, manual ready barriers, compute_context with a carry, and its misuse; blocks
+// multicast to clusters of CTAs.
 #include "test_util.hpp"
 
 namespace {
@@ -252,6 +253,30 @@ struct gmem_operands_kernel {
   }
 };
 
+/// Manual ready barriers: the pipeline hands the body z's block before it landed; the body
+/// computes 2 x first and waits for z only then (as attention waits for V after Q K^T).
+/// z's block changes every other step, so the second step of a block waits again (and
+/// passes at once). y(block i) = 2 x(block i) + z(block i / 2).
+struct manual_ready_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> z,
+                        tp::gmem<float, 2, tile> y) const {
+    const int c = ws.compute_index(k);
+    auto body = [c](auto, auto xs, tp::pending_block<tp::smem<float, tile>> zs, auto ys) {
+      const auto mine = tp::rows<12>(ys, 12 * c);
+      tp::map([](float v) { return 2 * v; }, mine, tp::rows<12>(xs, 12 * c));
+      tp::map([](float o, float v) { return o + v; }, mine, mine, tp::rows<12>(zs.wait(), 12 * c));
+    };
+    tp::emit_pipeline_warp_specialized(
+        body, tp::grid(steps),
+        tp::in_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); }),
+                     tp::spec<tile>([](auto i) { return tp::idx(i / 2, 0); }, tp::manual_ready)),
+        tp::out_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); })), ws, tp::max_concurrent_steps<2>)(k, x, z, y);
+  }
+};
+
 /// A compute_context that calls the pipeline twice: an error.
 struct twice_kernel {
   static constexpr int num_threads = 2;
@@ -304,6 +329,19 @@ TEST(WarpSpecialized, OperandsLeftInGlobalMemory) {
   for (int e = 0; e < steps * rows * 32; ++e) ry[e] = double(hx[e]) + hb[e / (rows * 32)], rz[e] = hx[e];
   EXPECT_LT(test::rel_error(hy, ry), 1e-6);
   EXPECT_EQ(test::rel_error(hz, rz), 0.0);
+}
+
+TEST(WarpSpecialized, ManualReadyBarriersWaitedForInTheBody) {
+  for (int steps : {1, 6, 9}) {
+    const int z_blocks = (steps + 1) / 2;
+    const auto hx = host_values(steps * rows * 32), hz = host_values(z_blocks * rows * 32);
+    auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+    auto z = tp::tensor<float, 2>::from_host(test::dev(), {z_blocks * rows, 32}, hz);
+    const auto hy = tp::kernel(manual_ready_kernel{steps}, {}, tp::out_type<float>(steps * rows, 32))(test::dev(), x, z).to_host();
+    std::vector<double> ref(hx.size());
+    for (int e = 0; e < steps * rows * 32; ++e) ref[e] = 2.0 * hx[e] + hz[(e / (rows * 32) / 2) * rows * 32 + e % (rows * 32)];
+    EXPECT_LT(test::rel_error(hy, ref), 1e-6) << steps << " steps";
+  }
 }
 
 TEST(WarpSpecialized, ManualConsumedBarriersReleasedOneStepLate) {

@@ -3,7 +3,8 @@
 // The tile (block shape + memory transforms) is a type; the index map a generic callable.
 // Options: tp::delay_release<d>, tp::buffered<n> (slots for this operand), tp::depends_on<axes...>
 // (declares the grid axes the map uses, for maps the probe analysis cannot follow),
-// tp::multicast<c> (the block is shared by the c CTAs of a cluster).
+// tp::multicast<c> (the block is shared by the c CTAs of a cluster), tp::manual_ready (the
+// body waits for the block itself).
 // tp::gmem_spec passes an operand through in global memory (no copies; nested pipelines).
 #pragma once
 
@@ -63,6 +64,13 @@ struct multicast_t : option<multicast_tag, C> {
 template <int C>
 inline constexpr multicast_t<C> multicast{};
 
+struct manual_ready_tag;
+/// Manual ready barriers (an input's option): the pipeline does not wait for the block to
+/// land before it calls the body; the body gets a tp::pending_block and calls its wait()
+/// where it first reads the block, so that work on the other inputs (attention's Q K^T
+/// before it needs V) overlaps the copy. Both pipelines.
+inline constexpr option<manual_ready_tag, true> manual_ready{};
+
 namespace detail {
 /// The largest and the smallest of a non-empty list (a compile-time fold over a pack).
 constexpr int largest(std::initializer_list<int> xs) {
@@ -86,6 +94,7 @@ struct block_spec {
   static constexpr int delay = option_v<delay_release_tag, -1, Opts...>;  // -1: the pipeline's
   static constexpr int buffers = option_v<buffered_tag, 0, Opts...>;      // 0: the pipeline's
   static constexpr int multicast = option_v<multicast_tag, 1, Opts...>;
+  static constexpr bool manual_ready = option_v<manual_ready_tag, false, Opts...>;
 
   /// Grid axes the index map depends on (bit a = axis a).
   template <int GridRank>

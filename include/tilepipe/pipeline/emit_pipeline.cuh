@@ -213,10 +213,10 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
           return cuda::std::apply(
               [&](auto&... out) -> C {
                 if constexpr (std::is_same_v<C, no_carry>) {
-                  body_(at, in.view()..., out.view()...);
+                  body_(at, in.body_view()..., out.view()...);
                   return carry;
                 } else {
-                  return body_(at, in.view()..., out.view()..., carry);
+                  return body_(at, in.body_view()..., out.view()..., carry);
                 }
               },
               outs);

@@ -31,6 +31,22 @@ struct consumed_token {
   }
 };
 
+/// What the body gets for an input whose spec has tp::manual_ready: the slot its block lands
+/// in, and the wait for it. The slot's address may be used at once (a wgmma descriptor, a
+/// view of its rows); its bytes only after wait(), which returns the view. Every warpgroup
+/// that reads the block waits; waiting again (a later step of the same block) returns at once.
+template <class View>
+struct pending_block {
+  View view;
+  prim::smem_barrier ready;
+  std::uint32_t parity;
+  prim::wait_site site;
+  TP_HD View wait() const {
+    prim::mbarrier_wait(ready, parity, site);
+    return view;
+  }
+};
+
 }  // namespace tilepipe
 
 namespace tilepipe::pipeline_detail {
@@ -157,6 +173,8 @@ struct operand_traits {
                 "in the kernel parameter's type, tp::gmem<T, R, tile...>");
   static_assert(block_index::rank == Gmem::rank,
                 "tilepipe: the index map returns a different number of indices than the operand has dimensions");
+  static_assert(IsInput || !Spec::manual_ready,
+                "tilepipe: tp::manual_ready is an input's option: an output block has no ready barrier to wait for");
 };
 
 /// A pipelined operand of emit_pipeline in SMEM. Inputs also own one ready barrier per slot.
@@ -181,9 +199,12 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   std::uint64_t* bars = nullptr;
   prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
 
-  // Consumer: the slot the current step reads (and its ready phases), the last block.
+  // Consumer: the slot the current step reads (and its ready phases), the last block, and
+  // (tp::manual_ready) the parity and place of the wait the body makes for it.
   slot_cursor reader;
   block_index last{};
+  std::uint32_t ready_parity = 0;
+  prim::wait_site ready_site;
   // Producer (inputs): the next step to fetch for and its grid index, the slot of the last
   // fetch (and, for no_pipelining, the phase each slot's fill completes), the last block.
   index<Grid::rank> fill_at{};
@@ -194,6 +215,11 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
   TP_HD std::uint64_t* bar(int s) const { return bars + s; }
   TP_HD view_type view() const { return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}; }
+  /// What the body gets: the view, or (tp::manual_ready) the view and the wait for its block.
+  TP_HD auto body_view() const {
+    if constexpr (Spec::manual_ready) return pending_block<view_type>{view(), bars_at + reader.slot, ready_parity, ready_site};
+    else return view();
+  }
   TP_HD block_index block_at(const index<Grid::rank>& at) const { return apply_index_map(spec->index_map, at); }
 
   /// Allocates the slots (and barriers) of operand `operand` (its position among the
@@ -226,15 +252,21 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
 
   // ---- inputs ----
 
-  /// All threads: before the body of step s at `at`, wait for its block if it is new.
+  /// All threads: before the body of step s at `at`, wait for its block if it is new
+  /// (with tp::manual_ready the body waits).
   TP_HD void consume(const index<Grid::rank>& at, long long s, const kernel_context& k) {
     const block_index b = block_at(at);
     if (reader.slot >= 0 && b == last) return;
     last = b;
     reader.advance(slots);
-    k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
-      prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
-    });
+    if constexpr (Spec::manual_ready) {
+      ready_parity = reader.take_phase();
+      ready_site = {reader.slot, s};
+    } else {
+      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
+        prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
+      });
+    }
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -345,6 +377,8 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   // every step so that all indices are compile-time constants)
   slot_cursor reader;
   block_index last{};
+  std::uint32_t ready_parity = 0;  // tp::manual_ready: the parity and place of the body's wait
+  prim::wait_site ready_site;
   int recent_slots[delay + 1] = {};
   bool recent_ends[delay + 1] = {};
   // memory side: the slot of the last fetch (and the phases of its empty barriers), its
@@ -414,18 +448,26 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
 
   // ---- compute warpgroups ----
 
-  /// Before the body of step s: waits for the block if it is new.
-  TP_HD view_type consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s,
-                          const kernel_context& k) {
+  /// Before the body of step s: waits for the block if it is new; with tp::manual_ready
+  /// returns the view with the wait for the body to make.
+  TP_HD auto consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s,
+                     const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == last)) {
       last = b;
       reader.advance(slots);
-      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
-        prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
-      });
+      if constexpr (Spec::manual_ready) {
+        ready_parity = reader.take_phase();
+        ready_site = {reader.slot, s};
+      } else {
+        k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
+          prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
+        });
+      }
     }
-    return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
+    const view_type v{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
+    if constexpr (Spec::manual_ready) return pending_block<view_type>{v, full_at + reader.slot, ready_parity, ready_site};
+    else return v;
   }
 
   /// After the body of step s: records whether s was the block's last step, and releases
@@ -581,6 +623,7 @@ struct gmem_operand {
   static constexpr int delay = 0;
   static constexpr std::uint32_t allocation_bytes = 0;
   TP_HD const Gmem& view() const { return *gmem; }
+  TP_HD const Gmem& body_view() const { return *gmem; }
   TP_HD void allocate(kernel_context&, int) {}
   TP_HD void init_barriers(int) const {}
   TP_HD void inval_barriers() const {}
