@@ -2,8 +2,8 @@
 // step counts, stationary inputs, outputs written by several compute warpgroups and stored
 // by the memory warpgroup, accumulation, chains of pipelines (start / steady / stop) with
 // step counts that are not multiples of the slots and with delay_release, manual consumed
-// barriers, manual ready barriers, compute_context with a carry, and its misuse; blocks
-// multicast to clusters of CTAs.
+// barriers, manual ready barriers, compute_context with a carry, and its misuse; nested
+// pipelines on the compute warpgroups; blocks multicast to clusters of CTAs.
 #include "test_util.hpp"
 
 namespace {
@@ -277,6 +277,74 @@ struct manual_ready_kernel {
   }
 };
 
+/// Nested pipelines on the compute warpgroups: the outer pipeline passes w and z through in
+/// GMEM, and its body runs an emit_pipeline over band i of them, collective over the two
+/// compute warpgroups (the memory warpgroup, first or last, keeps feeding the outer
+/// pipeline meanwhile). The band's sum goes through run_scoped scratch, also collective
+/// over the compute warpgroups. y(block i) = x(block i) + sum_j w(i, j), z(i, j) = 2 w(i, j).
+template <int MemIdx>
+struct nested_kernel {
+  static constexpr tp::warp_specialization<2, 40, MemIdx> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps, inner_steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> w,
+                        tp::gmem<float, 2, tile> y, tp::gmem<float, 2, tile> z) const {
+    const int c = ws.compute_index(k), inner = inner_steps;
+    auto mine = [c](auto v) { return tp::rows<12>(v, 12 * c); };
+    auto body = [&k, mine, inner](tp::index<1> at, auto xs, auto wg, auto ys, auto zg) {
+      const int i = at[0];
+      tp::run_scoped<tp::smem<float, tile>>(k, [&](auto sum) {
+        tp::map([](float v) { return v; }, mine(sum), mine(xs));
+        auto add = [&](auto, auto ws_block, auto zs) {
+          tp::map([](float s, float v) { return s + v; }, mine(sum), mine(sum), mine(ws_block));
+          tp::map([](float v) { return 2 * v; }, mine(zs), mine(ws_block));
+        };
+        auto band = tp::spec<tile>([i](auto j) { return tp::idx(i, j); });
+        tp::emit_pipeline(add, tp::grid(inner), tp::in_specs(band), tp::out_specs(band), tp::max_concurrent_steps<2>)(k, wg, zg);
+        tp::map([](float v) { return v; }, mine(ys), mine(sum));
+      });
+    };
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s, tp::gmem_spec), tp::out_specs(s, tp::gmem_spec),
+                                       ws, tp::max_concurrent_steps<2>)(k, x, w, y, z);
+  }
+};
+
+template <int MemIdx>
+void check_nested(int steps, int inner) {
+  const auto hx = host_values(steps * rows * 32), hw = host_values(steps * rows * inner * 32LL);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+  auto w = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, inner * 32}, hw);
+  const auto [y, z] = tp::kernel(nested_kernel<MemIdx>{steps, inner}, {}, tp::out_type<float>(steps * rows, 32),
+                                 tp::out_type<float>(steps * rows, inner * 32))(test::dev(), x, w);
+  const auto hy = y.to_host(), hz = z.to_host();
+  std::vector<double> ry(hx.size()), rz(hw.size());
+  for (int r = 0; r < steps * rows; ++r)
+    for (int col = 0; col < 32; ++col) {
+      double sum = hx[r * 32 + col];
+      for (int j = 0; j < inner; ++j) sum += hw[(r * inner + j) * 32LL + col];
+      ry[r * 32 + col] = sum;
+    }
+  for (std::size_t e = 0; e < hw.size(); ++e) rz[e] = 2.0 * hw[e];
+  EXPECT_LT(test::rel_error(hy, ry), 1e-6) << "memory warpgroup " << MemIdx << ", " << steps << " x " << inner << " steps";
+  EXPECT_EQ(test::rel_error(hz, rz), 0.0) << "memory warpgroup " << MemIdx;
+}
+
+/// A warp-specialised pipeline nested in another's body: its memory warpgroup would be the
+/// outer one's, which is busy; reported.
+struct nested_ws_kernel {
+  static constexpr tp::warp_specialization<1, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    auto copy = [](auto, auto xs, auto ys) { tp::map([](float v) { return v; }, ys, xs); };
+    auto body = [&](auto, auto xg, auto yg) {
+      tp::emit_pipeline_warp_specialized(copy, tp::grid(1), tp::in_specs(s), tp::out_specs(s), ws)(k, xg, yg);
+    };
+    tp::emit_pipeline_warp_specialized(body, tp::grid(1), tp::in_specs(tp::gmem_spec), tp::out_specs(tp::gmem_spec), ws)(k, x, y);
+  }
+};
+
 /// A compute_context that calls the pipeline twice: an error.
 struct twice_kernel {
   static constexpr int num_threads = 2;
@@ -329,6 +397,11 @@ TEST(WarpSpecialized, OperandsLeftInGlobalMemory) {
   for (int e = 0; e < steps * rows * 32; ++e) ry[e] = double(hx[e]) + hb[e / (rows * 32)], rz[e] = hx[e];
   EXPECT_LT(test::rel_error(hy, ry), 1e-6);
   EXPECT_EQ(test::rel_error(hz, rz), 0.0);
+}
+
+TEST(WarpSpecialized, NestedPipelinesRunOnTheComputeWarpgroups) {
+  check_nested<2>(3, 5);
+  check_nested<0>(4, 1);  // memory warpgroup first: the nested pipeline's leader is warpgroup 1
 }
 
 TEST(WarpSpecialized, ManualReadyBarriersWaitedForInTheBody) {
@@ -425,6 +498,10 @@ TEST(WarpSpecialized, BadConfigurationsAreReported) {
               std::string::npos)
         << e.what();
   }
+  EXPECT_NE(test::error_of([&] { tp::kernel(nested_ws_kernel{}, {})(test::dev(), x, y); })
+                .find("emit_pipeline_warp_specialized is called inside the body (or compute_context) of another "
+                      "warp-specialised pipeline"),
+            std::string::npos);
   try {
     tp::kernel(too_few_warpgroups_kernel{}, {})(test::dev(), x, y);
     ADD_FAILURE() << "no error";

@@ -64,6 +64,32 @@ class kernel_context {
   /// Synchronises all warpgroups of the CTA.
   TP_HD void sync_threads() const { prim::named_barrier_sync(prim::cta_barrier_id, warpgroup_size * num_threads()); }
 
+  /// The team: the warpgroups that make collective library calls (emit_pipeline,
+  /// run_scoped) together. It is the whole CTA, except on the compute side of a
+  /// warp-specialised pipeline (its body and compute_context), where the memory warpgroup
+  /// is busy moving data: there it is the compute warpgroups, so that a body can run a
+  /// nested pipeline. A team is consecutive warpgroups but for one left out (the memory
+  /// warpgroup may sit anywhere); it synchronises on its own named barrier.
+  struct team {
+    int warpgroups = 0;  // 0: the whole CTA
+    int leader = 0;      // the warpgroup whose leader thread issues for the team
+    int barrier = prim::cta_barrier_id;
+  };
+  /// True in exactly one thread of the team: the one that issues the team's copies.
+  TP_HD bool team_leader() const { return prim::leader() && thread_index() == team_.leader; }
+  /// The team's threads, and a barrier over them.
+  TP_HD int team_threads() const { return warpgroup_size * (team_.warpgroups ? team_.warpgroups : num_threads()); }
+  TP_HD void team_sync() const { prim::named_barrier_sync(team_.barrier, team_threads()); }
+  /// Whether the team is the whole CTA.
+  TP_HD bool team_is_cta() const { return team_.warpgroups == 0; }
+  /// Makes `t` the team until leave_team(the returned previous team).
+  TP_HD team enter_team(team t) {
+    const team outer = team_;
+    team_ = t;
+    return outer;
+  }
+  TP_HD void leave_team(team outer) { team_ = outer; }
+
   /// This CTA's rank in its thread-block cluster (launch option `cluster`), the cluster's
   /// size, and a barrier over all threads of the cluster. A kernel whose CTAs arrive on
   /// each other's barriers or write each other's SMEM (multicast specs) ends with
@@ -187,6 +213,7 @@ class kernel_context {
   unsigned char* smem_;
   std::uint32_t smem_size_;
   std::uint32_t smem_top_ = 0;
+  team team_;
   int cta_[max_grid_rank] = {};
 #if TP_PROFILE
   mutable profile_recorder profile_;  // registers: every event would otherwise wait for a load

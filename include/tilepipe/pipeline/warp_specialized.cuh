@@ -150,6 +150,10 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   TP_HD auto get_allocations(kernel_context& k, const G&... gmem) const {
     static_assert(sizeof...(G) == sizeof...(Ins) + sizeof...(Outs),
                   "tilepipe: pass one GMEM ref per in_spec and per out_spec, inputs first");
+    TP_REQUIRE(k.team_is_cta(),
+               "emit_pipeline_warp_specialized is called inside the body (or compute_context) of another "
+               "warp-specialised pipeline, where only its compute warpgroups run and its memory warpgroup is busy; "
+               "nest a tp::emit_pipeline there (it runs on the compute warpgroups)");
     TP_REQUIRE(k.num_threads() == NC + 1,
                "the warp-specialised pipeline needs num_compute_wgs + 1 = %d warpgroups, the kernel has %d", NC + 1,
                k.num_threads());
@@ -314,8 +318,18 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   // ---- the compute warpgroups ------------------------------------------------------------
 
+  /// The compute side: the body and compute_context run with the compute warpgroups as the
+  /// context's team, so that a pipeline nested in them (emit_pipeline, run_scoped) is
+  /// collective over those warpgroups and synchronises on their own named barrier.
   template <class Alloc, class Refs>
-  TP_HD void compute_role(const kernel_context& k, Alloc& a, const Refs& refs) const {
+  TP_HD void compute_role(kernel_context& k, Alloc& a, const Refs& refs) const {
+    const auto cta = k.enter_team({NC, MemIdx == 0 ? 1 : 0, prim::compute_team_barrier_id});
+    compute_side(k, a, refs);
+    k.leave_team(cta);
+  }
+
+  template <class Alloc, class Refs>
+  TP_HD void compute_side(const kernel_context& k, Alloc& a, const Refs& refs) const {
     if constexpr (has_context) {
       int calls = 0;
       // pipeline(init) runs with a carry and returns the final one; pipeline() runs without.
