@@ -274,7 +274,9 @@ TEST(PlantedBugs, ManualReadyBlockReadWithoutWaiting) {
   for (copy_mode m : test::all_copy_modes) {
     const std::string err = run_manual_ready<false>(test::interpreter(m), 4);
     EXPECT_NE(err.find("race [missing wait]"), std::string::npos) << test::mode_name(m) << ": " << err;
-    EXPECT_NE(err.find("TMA load"), std::string::npos) << err;
+    EXPECT_NE(err.find("TMA load issued by warpgroup 1, completing on barrier 'ready (manual) barrier of operand 1'"),
+              std::string::npos)
+        << err;
   }
 }
 
@@ -427,7 +429,7 @@ struct cluster_slot_kernel {
         if (i > 0) tp::barrier_wait(consumed[0], (i - 1) & 1);
         if (tp::prim::leader()) {
           tp::prim::mbarrier_arrive_expect_tx(ready[0].ptr, tp::block_bytes_v<tile_t, float>);
-          tp::issue_block_load_multicast<tile_t>(x, tp::idx(i, 0), slot.base, ready[0].ptr, rank, 2);
+          tp::issue_block_load_multicast<tile_t>(x, tp::idx(i, 0), slot.base, ready[0].ptr, rank, 2, 0b11);
         }
       }
     } else {
@@ -435,7 +437,7 @@ struct cluster_slot_kernel {
         tp::barrier_wait(ready[0], i & 1);
         tp::wait_smem_to_gmem<0>(tp::reads_done);  // out is free again
         tp::map([](float v) { return v + 1.0f; }, out, slot);
-        if constexpr (CountsWholeCluster) tp::prim::mbarrier_arrive_per_warp_cluster(tp::prim::barrier_at(consumed[0].ptr), 2);
+        if constexpr (CountsWholeCluster) tp::prim::mbarrier_arrive_per_warp_cluster(tp::prim::barrier_at(consumed[0].ptr), 0b11);
         else tp::prim::mbarrier_arrive_per_warp(consumed[0].ptr);
         tp::commit_smem();
         tp::copy_smem_to_gmem(out, y, tp::idx(rank * steps + i, 0));

@@ -3,7 +3,8 @@
 // by the memory warpgroup, accumulation, chains of pipelines (start / steady / stop) with
 // step counts that are not multiples of the slots and with delay_release, manual consumed
 // barriers, manual ready barriers, compute_context with a carry, and its misuse; nested
-// pipelines on the compute warpgroups; blocks multicast to clusters of CTAs.
+// pipelines on the compute warpgroups; blocks multicast to clusters of CTAs, and along each
+// axis of a 2 x 2 cluster.
 #include "test_util.hpp"
 
 namespace {
@@ -477,6 +478,57 @@ TEST(WarpSpecialized, MulticastToClusters) {
   check_multicast<2>(3, 5);  // more steps than slots
   check_multicast<2>(1, 1);
   check_multicast<4>(2, 7);
+}
+
+namespace {
+
+/// Clusters of 2 x 2 CTAs over a 2-D grid, with a block shared along each axis (as a
+/// matmul shares A along the tile columns and B along the tile rows): CTA (m, n) at step i
+/// reads x block m (the same for both CTAs of its cluster row: multicast along axis 1),
+/// z block n (multicast along axis 0) and writes its own y block. y = x + z.
+struct multicast_2d_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, mc_tile<2>> x, tp::gmem<float, 2, mc_tile<2>> z,
+                        tp::gmem<float, 2, mc_tile<2>> y) const {
+    const int c = ws.compute_index(k), m = k.axis_index(0), n = k.axis_index(1), cols = k.axis_size(1), len = steps;
+    auto body = [c](auto, auto xs, auto zs, auto ys) {
+      tp::map([](float a, float b) { return a + b; }, tp::rows<16>(ys, 16 * c), tp::rows<16>(xs, 16 * c),
+              tp::rows<16>(zs, 16 * c));
+    };
+    tp::emit_pipeline_warp_specialized(
+        body, tp::grid(steps),
+        tp::in_specs(tp::spec<mc_tile<2>>([=](auto i) { return tp::idx(m * len + i, 0); }, tp::multicast<2, 1>),
+                     tp::spec<mc_tile<2>>([=](auto i) { return tp::idx(n * len + i, 0); }, tp::multicast<2, 0>)),
+        tp::out_specs(tp::spec<mc_tile<2>>([=](auto i) { return tp::idx((m * cols + n) * len + i, 0); })), ws,
+        tp::max_concurrent_steps<3>)(k, x, z, y);
+    k.cluster_sync();
+  }
+};
+
+}  // namespace
+
+TEST(WarpSpecialized, MulticastAlongEachAxisOfATwoDimensionalCluster) {
+  const int gm = 4, gn = 2, steps = 5, block = 32 * 32;
+  const auto hx = host_values(gm * steps * block), hz = host_values(gn * steps * block);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {gm * steps * 32LL, 32}, hx);
+  auto z = tp::tensor<float, 2>::from_host(test::dev(), {gn * steps * 32LL, 32}, hz);
+  const tp::launch_config cfg{.grid = {gm, gn}, .cluster_shape = {2, 2}};
+  const auto y = tp::kernel(multicast_2d_kernel{steps}, cfg, tp::out_type<float>(gm * gn * steps * 32LL, 32))(test::dev(), x, z)
+                     .to_host();
+  long long wrong = 0;
+  for (int m = 0; m < gm; ++m)
+    for (int n = 0; n < gn; ++n)
+      for (int e = 0; e < steps * block; ++e)
+        wrong += y[(m * gn + n) * steps * block + e] != hx[m * steps * block + e] + hz[n * steps * block + e];
+  EXPECT_EQ(wrong, 0);
+  if (test::on_gpu()) return;  // device-side checks trap on the GPU; the interpreter reports them
+  const std::string e = test::error_of([&] {
+    tp::kernel(multicast_2d_kernel{steps}, {.grid = {gm, gn}, .cluster_shape = {1, 2}}, tp::out_type<float>(gm * gn * steps * 32LL, 32))(
+        test::dev(), x, z);
+  });
+  EXPECT_NE(e.find("input 1 is multicast<2, 0> but the launch's clusters span 1 CTAs along grid axis 0"), std::string::npos) << e;
 }
 
 TEST(WarpSpecialized, MulticastNeedsAMatchingCluster) {

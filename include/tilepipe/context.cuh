@@ -21,6 +21,7 @@ struct grid_info {
   char names[max_grid_rank][max_axis_name] = {};
   char thread_name[max_axis_name] = {};  // the kernel's name for its warpgroups (Pallas' thread_name)
   int num_warpgroups = 1;
+  int cluster[max_grid_rank] = {1, 1, 1};  // a thread-block cluster's CTAs along each axis
   failure_channel failure;  // where failed checks report on the GPU
 #if TP_PROFILE
   profile_buffer profile;  // where the profiler's events go (null: nowhere)
@@ -97,6 +98,21 @@ class kernel_context {
   TP_HD int cluster_rank() const { return prim::cluster_rank(); }
   TP_HD int cluster_size() const { return prim::cluster_size(); }
   TP_HD void cluster_sync() const { prim::cluster_sync(); }
+  /// The cluster's CTAs along grid axis `axis` (launch options cluster_shape, or cluster
+  /// along cluster_axis), and this CTA's position among them. Ranks count the cluster's
+  /// CTAs with axis 0 fastest: rank = i0 + n0 (i1 + n1 i2) (CUDA's %cluster_ctarank).
+  TP_HD int cluster_extent(int axis) const { return grid_->cluster[axis]; }
+  TP_HD int cluster_index(int axis) const { return cta_[axis] % grid_->cluster[axis]; }
+  /// The cluster ranks of the CTAs that differ from this one only along grid axis `axis`
+  /// (this one included), as a mask: the CTAs a block shared along that axis goes to.
+  TP_HD std::uint16_t cluster_mask_along(int axis) const {
+    int stride = 1;
+    for (int a = 0; a < axis; ++a) stride *= grid_->cluster[a];
+    const int first = cluster_rank() - cluster_index(axis) * stride;
+    unsigned mask = 0;
+    for (int i = 0; i < grid_->cluster[axis]; ++i) mask |= 1u << (first + i * stride);
+    return static_cast<std::uint16_t>(mask);
+  }
 
   /// True in exactly one thread of the CTA: the one that issues CTA-wide copies.
   TP_HD bool cta_leader() const { return prim::leader() && thread_index() == 0; }

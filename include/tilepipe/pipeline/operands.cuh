@@ -241,7 +241,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     if constexpr (IsInput) {
       for (int s = 0; s < slots; ++s) {
         prim::mbarrier_init(bar(s), 1);
-        prim::mbarrier_name(bar(s), "pipeline ready", position, s);
+        prim::mbarrier_name(bar(s), Spec::manual_ready ? "pipeline ready (manual)" : "pipeline ready", position, s);
       }
     }
   }
@@ -357,10 +357,12 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   // keeps the token, e.g. while a wgmma still reads the block); the memory side paces its
   // refills by the delay either way.
   static constexpr int delay = traits::plan::delay;
-  // A multicast block is written into every CTA of the cluster by every CTA's memory
-  // warpgroup, so its slot is free only when the compute warps of all CTAs released it.
+  // A multicast block is written into each CTA of its group (the cluster, or the cluster's
+  // CTAs along one grid axis) by every group member's memory warpgroup, so its slot is free
+  // only when the compute warps of all of them released it.
   static constexpr int cluster = Spec::multicast;
-  static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the cluster
+  static constexpr int multicast_axis = Spec::multicast_axis;
+  static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the group
   /// Shared memory it allocates: the slots and the two barrier rings (each allocation aligned).
   static constexpr std::uint32_t allocation_bytes = slots * slot_bytes + round_up(16 * slots, smem_alignment);
   static_assert(cluster == 1 || tma_plan<tile, static_cast<int>(sizeof(T))>::boxes % cluster == 0,
@@ -390,18 +392,45 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   long long fill_step = 0;
   int operand = 0;  // position among the pipeline's inputs, for reports
   failure_channel failure{};
+  // multicast along a grid axis: this CTA's place in its group, and the group's cluster ranks
+  int group_place = 0;
+  std::uint16_t group_ranks = 0;
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
+
+  /// The CTAs a multicast block goes to (cluster ranks), and this CTA's place among them:
+  /// constants for the whole cluster, found at allocation for the CTAs along a grid axis.
+  TP_HD std::uint16_t group_mask() const {
+    if constexpr (multicast_axis < 0) return static_cast<std::uint16_t>((1u << cluster) - 1);
+    else return group_ranks;
+  }
+  TP_HD int group_position() const {
+    if constexpr (multicast_axis < 0) return prim::cluster_rank();
+    else return group_place;
+  }
 
   TP_HD void allocate(kernel_context& k, bool leader, int position) {
     operand = position;
     if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
+    if constexpr (cluster > 1 && multicast_axis < 0) {
+      TP_REQUIRE(prim::cluster_size() == cluster,
+                 "the pipeline has multicast<%d> specs but the launch's clusters have %d CTAs (launch option cluster)",
+                 cluster, prim::cluster_size());
+    } else if constexpr (cluster > 1) {
+      TP_REQUIRE(k.cluster_extent(multicast_axis) == cluster,
+                 "input %d is multicast<%d, %d> but the launch's clusters span %d CTAs along grid axis %d (launch "
+                 "option cluster_shape)",
+                 position, cluster, multicast_axis, k.cluster_extent(multicast_axis), multicast_axis);
+      group_place = k.cluster_index(multicast_axis);
+      group_ranks = k.cluster_mask_along(multicast_axis);
+    }
     smem = k.allocate(slots * slot_bytes, "warp-specialised input slots");
     for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised input", position, s);
     bars = barrier_rings::allocate(k, slots, "warp-specialised input barriers");
     full_at = prim::barrier_at(bars.full);
     empty_at = prim::barrier_at(bars.empty);
-    if (leader) bars.init(position, 1, "ready", arrivals, Manual ? "consumed (manual)" : "consumed");
+    if (leader)
+      bars.init(position, 1, Spec::manual_ready ? "ready (manual)" : "ready", arrivals, Manual ? "consumed (manual)" : "consumed");
   }
 
   // ---- memory warpgroup ----
@@ -424,7 +453,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
         prim::mbarrier_arrive_expect_tx(bars.full + f, layout::bytes);  // the whole block lands here
         const block_site site{"input", operand, fill_step, failure};
         if constexpr (cluster > 1)
-          issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, prim::cluster_rank(), cluster, site);
+          issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, group_position(), cluster, group_mask(), site);
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
       k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
@@ -483,9 +512,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   }
 
   /// The compute warps are done with slot s, last read at `step`: in every CTA of the
-  /// cluster for a multicast block.
+  /// group for a multicast block.
   TP_HD void release(int s, long long step, const kernel_context& k) const {
-    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, cluster);
+    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, group_mask());
     else prim::mbarrier_arrive_per_warp(empty_at + s);
     k.profile(profile_kind::release, profile_phase::instant, operand, step);
   }

@@ -124,9 +124,9 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
                   cuda::std::tuple<Outs...>> {
   using regs = register_split<NC, MemRegs>;
   static constexpr bool has_context = !std::is_same_v<Ctx, no_carry>;
-  static constexpr int cluster = detail::largest({1, Ins::multicast...});
-  static_assert(((Ins::multicast == 1 || Ins::multicast == cluster) && ...),
-                "tilepipe: all multicast specs of a pipeline name the same cluster size");
+  // Whether CTAs of a cluster write each other's slots and arrive on each other's barriers
+  // (each multicast input checks that the launch's cluster matches its spec).
+  static constexpr bool multicasts = ((Ins::multicast > 1) || ...);
 
  public:
   TP_HD ws_pipeline(Body body, Grid grid, cuda::std::tuple<Ins...> ins, cuda::std::tuple<Outs...> outs, Ctx ctx)
@@ -163,10 +163,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     for_each(a.ins, [&](auto& op, int i) { op.allocate(k, leader, i); });
     for_each(a.outs, [&](auto& op, int j) { op.allocate(k, leader, j, static_cast<int>(sizeof...(Ins)) + j); });
     if (leader) prim::fence_barrier_init();
-    if constexpr (cluster > 1) {
-      TP_REQUIRE(prim::cluster_size() == cluster,
-                 "the pipeline has multicast<%d> specs but the launch's clusters have %d CTAs (launch option cluster)",
-                 cluster, prim::cluster_size());
+    if constexpr (multicasts) {
       prim::cluster_sync();  // the peers' multicasts may reach this CTA's barriers from now on
     } else {
       k.sync_threads();

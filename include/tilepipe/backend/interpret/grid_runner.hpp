@@ -41,13 +41,12 @@ class grid_runner {
 };
 
 /// An interpreted launch's grid: extents (x, y, z), the axes the launch named (for CTA
-/// names in reports), CTAs per cluster and the axis they lie along, warpgroups per CTA and
-/// shared memory per CTA.
+/// names in reports), a cluster's CTAs along each axis, warpgroups per CTA and shared
+/// memory per CTA.
 struct grid_shape {
   std::array<int, 3> extent = {1, 1, 1};
   int rank = 1;
-  int cluster = 1;
-  int cluster_axis = 0;
+  std::array<int, 3> cluster = {1, 1, 1};
   int warpgroups = 1;
   std::size_t smem_bytes = 0;
 };
@@ -57,11 +56,11 @@ struct grid_shape {
 /// warpgroup ends the launch with an error naming the kernel and the CTA.
 inline void run_grid(const grid_shape& g, const options& opt, const std::string& kernel,
                      const std::function<void(const std::array<int, 3>& cta)>& run_cta) {
-  const int nt = g.warpgroups, cl = g.cluster, ax = g.cluster_axis;
+  const int nt = g.warpgroups, cl = g.cluster[0] * g.cluster[1] * g.cluster[2];
   std::vector<std::array<int, 3>> order;  // the first CTA of each cluster
-  for (int z = 0; z < g.extent[2]; z += ax == 2 ? cl : 1)
-    for (int y = 0; y < g.extent[1]; y += ax == 1 ? cl : 1)
-      for (int x = 0; x < g.extent[0]; x += ax == 0 ? cl : 1) order.push_back({x, y, z});
+  for (int z = 0; z < g.extent[2]; z += g.cluster[2])
+    for (int y = 0; y < g.extent[1]; y += g.cluster[1])
+      for (int x = 0; x < g.extent[0]; x += g.cluster[0]) order.push_back({x, y, z});
   if (opt.shuffle_ctas) {
     std::mt19937_64 rng(opt.seed);
     std::shuffle(order.begin(), order.end(), rng);
@@ -72,7 +71,7 @@ inline void run_grid(const grid_shape& g, const options& opt, const std::string&
     const auto& c = order[number];
     std::string cta_name = "(";
     for (int a = 0; a < g.rank; ++a)
-      cta_name += (a ? ", " : "") + std::to_string(c[a]) + (cl > 1 && a == ax ? ".." + std::to_string(c[a] + cl - 1) : "");
+      cta_name += (a ? ", " : "") + std::to_string(c[a]) + (g.cluster[a] > 1 ? ".." + std::to_string(c[a] + g.cluster[a] - 1) : "");
     cta_name += ")";
     cta_state st(nt, g.smem_bytes, opt, kernel, cta_name, static_cast<int>(number), cl);
     st.grid = &grid;
@@ -82,8 +81,10 @@ inline void run_grid(const grid_shape& g, const options& opt, const std::string&
         current() = {&st, i};
         try {
           st.sched.enter(i);
-          std::array<int, 3> cta = c;
-          cta[ax] += i / nt;  // the cluster's CTAs in rank order along its axis
+          // The cluster's CTAs in rank order, axis 0 fastest (CUDA's %cluster_ctarank).
+          const int rank = i / nt;
+          const std::array<int, 3> cta = {c[0] + rank % g.cluster[0], c[1] + rank / g.cluster[0] % g.cluster[1],
+                                          c[2] + rank / (g.cluster[0] * g.cluster[1])};
           run_cta(cta);
           st.on_warpgroup_exit(i);
         } catch (const cta_aborted&) {
