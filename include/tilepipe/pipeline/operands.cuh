@@ -147,6 +147,8 @@ struct slot_cursor {
     return p;
   }
   TP_HD std::uint32_t take_phase() { return take_phase(slot); }
+  /// The parity slot s's last taken phase had (its latest block).
+  TP_HD std::uint32_t last_phase(int s) const { return ((phase >> s) & 1u) ^ 1u; }
   /// Whether the current slot was taken before; marks it taken.
   TP_HD bool reused() {
     const bool u = (used >> slot) & 1u;
@@ -245,9 +247,15 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       }
     }
   }
+  /// leader: invalidates the ready barriers. A tp::manual_ready block the body never
+  /// waited for may still be landing: its fill is waited for first.
   TP_HD void inval_barriers() const {
     if constexpr (IsInput)
-      for (int s = 0; s < slots; ++s) prim::mbarrier_inval(bar(s));
+      for (int s = 0; s < slots; ++s) {
+        if constexpr (Spec::manual_ready)
+          if ((filler.used >> s) & 1u) prim::mbarrier_wait(bar(s), filler.last_phase(s));
+        prim::mbarrier_inval(bar(s));
+      }
   }
 
   // ---- inputs ----
@@ -278,6 +286,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       fill_last = b;
       filler.advance(slots);
       const int f = filler.slot;
+      // A tp::manual_ready block the body never waited for may still be landing in the slot.
+      if constexpr (Spec::manual_ready)
+        if (filler.reused()) prim::mbarrier_wait(bar(f), filler.last_phase(f));
       prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
       issue_block_load<tile>(*gmem, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
       k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
@@ -512,8 +523,11 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   }
 
   /// The compute warps are done with slot s, last read at `step`: in every CTA of the
-  /// group for a multicast block.
+  /// group for a multicast block. A tp::manual_ready block the body never waited for must
+  /// have landed before its slot is refilled: the release waits for it (at once if the
+  /// body did).
   TP_HD void release(int s, long long step, const kernel_context& k) const {
+    if constexpr (Spec::manual_ready) prim::mbarrier_wait(full_at + s, reader.last_phase(s));
     if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, group_mask());
     else prim::mbarrier_arrive_per_warp(empty_at + s);
     k.profile(profile_kind::release, profile_phase::instant, operand, step);
