@@ -78,8 +78,9 @@ class kernel_context {
   };
   /// True in exactly one thread of the team: the one that issues the team's copies.
   TP_HD bool team_leader() const { return prim::leader() && thread_index() == team_.leader; }
-  /// The team's threads, and a barrier over them.
+  /// The team's threads, its named barrier, and a sync on it.
   TP_HD int team_threads() const { return warpgroup_size * (team_.warpgroups ? team_.warpgroups : num_threads()); }
+  TP_HD int team_barrier() const { return team_.barrier; }
   TP_HD void team_sync() const { prim::named_barrier_sync(team_.barrier, team_threads()); }
   /// Whether the team is the whole CTA.
   TP_HD bool team_is_cta() const { return team_.warpgroups == 0; }

@@ -122,7 +122,8 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // Collective over the context's team: the CTA, or (nested in a warp-specialised
     // pipeline's body) its compute warpgroups.
     const bool leader = k.team_leader();
-    auto sync_all = [&k] { k.team_sync(); };
+    const int barrier = k.team_barrier(), threads = k.team_threads();
+    auto sync_all = [barrier, threads] { prim::named_barrier_sync(barrier, threads); };
     if (leader) {
       for_each(ins, [&](auto& op, int i) { op.init_barriers(i); });
       prim::fence_barrier_init();

@@ -157,6 +157,32 @@ struct slot_cursor {
   }
 };
 
+/// The wait for an input's new block (both pipelines): made before the body, or with
+/// tp::manual_ready (Manual) kept, its parity and place, for the body's pending_block.
+template <bool Manual>
+struct ready_wait {
+  std::uint32_t parity = 0;
+  prim::wait_site site;
+
+  /// The block of step s is new in the reader's current slot, whose barrier is bars + slot.
+  TP_HD void begin(slot_cursor& reader, prim::smem_barrier bars, int operand, long long s, const kernel_context& k) {
+    if constexpr (Manual) {
+      parity = reader.take_phase();
+      site = {reader.slot, s};
+    } else {
+      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
+        prim::mbarrier_wait(bars + reader.slot, reader.take_phase(), {reader.slot, s});
+      });
+    }
+  }
+  /// What the body gets for the block in `slot`: its view, or the view with the wait.
+  template <class View>
+  TP_HD auto body_view(View v, prim::smem_barrier bars, int slot) const {
+    if constexpr (Manual) return pending_block<View>{v, bars + slot, parity, site};
+    else return v;
+  }
+};
+
 /// What every SMEM operand derives from its spec, its GMEM ref and the pipeline: element
 /// type, tile, layout and view, slot plan, block index type, slot bytes, and the checks.
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>
@@ -202,11 +228,10 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
 
   // Consumer: the slot the current step reads (and its ready phases), the last block, and
-  // (tp::manual_ready) the parity and place of the wait the body makes for it.
+  // the wait for it.
   slot_cursor reader;
   block_index last{};
-  std::uint32_t ready_parity = 0;
-  prim::wait_site ready_site;
+  ready_wait<Spec::manual_ready> ready;
   // Producer (inputs): the next step to fetch for and its grid index, the slot of the last
   // fetch (and, for no_pipelining, the phase each slot's fill completes), the last block.
   index<Grid::rank> fill_at{};
@@ -218,10 +243,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD std::uint64_t* bar(int s) const { return bars + s; }
   TP_HD view_type view() const { return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}; }
   /// What the body gets: the view, or (tp::manual_ready) the view and the wait for its block.
-  TP_HD auto body_view() const {
-    if constexpr (Spec::manual_ready) return pending_block<view_type>{view(), bars_at + reader.slot, ready_parity, ready_site};
-    else return view();
-  }
+  TP_HD auto body_view() const { return ready.body_view(view(), bars_at, reader.slot); }
   TP_HD block_index block_at(const index<Grid::rank>& at) const { return apply_index_map(spec->index_map, at); }
 
   /// Allocates the slots (and barriers) of operand `operand` (its position among the
@@ -267,14 +289,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     if (reader.slot >= 0 && b == last) return;
     last = b;
     reader.advance(slots);
-    if constexpr (Spec::manual_ready) {
-      ready_parity = reader.take_phase();
-      ready_site = {reader.slot, s};
-    } else {
-      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
-        prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
-      });
-    }
+    ready.begin(reader, bars_at, operand, s, k);
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -385,13 +400,12 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   unsigned char* smem = nullptr;
   barrier_rings bars{};                   // full: the block landed; empty: the compute warps are done with it
   prim::smem_barrier full_at, empty_at;  // the same barriers, for the compute loop
-  // compute side: the slot the step reads, its last block, and the slots of the last
-  // delay + 1 steps, oldest first, with whether each step was its block's last (shifted
+  // compute side: the slot the step reads, its last block, the wait for it, and the slots
+  // of the last delay + 1 steps, oldest first, with whether each step was its block's last (shifted
   // every step so that all indices are compile-time constants)
   slot_cursor reader;
   block_index last{};
-  std::uint32_t ready_parity = 0;  // tp::manual_ready: the parity and place of the body's wait
-  prim::wait_site ready_site;
+  ready_wait<Spec::manual_ready> ready;
   int recent_slots[delay + 1] = {};
   bool recent_ends[delay + 1] = {};
   // memory side: the slot of the last fetch (and the phases of its empty barriers), its
@@ -496,18 +510,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     if (first_of_call || !(b == last)) {
       last = b;
       reader.advance(slots);
-      if constexpr (Spec::manual_ready) {
-        ready_parity = reader.take_phase();
-        ready_site = {reader.slot, s};
-      } else {
-        k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
-          prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
-        });
-      }
+      ready.begin(reader, full_at, operand, s, k);
     }
-    const view_type v{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
-    if constexpr (Spec::manual_ready) return pending_block<view_type>{v, full_at + reader.slot, ready_parity, ready_site};
-    else return v;
+    return ready.body_view(view_type{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}, full_at, reader.slot);
   }
 
   /// After the body of step s: records whether s was the block's last step, and releases
