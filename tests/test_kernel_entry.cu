@@ -1,5 +1,6 @@
 // The kernel entry: a 3-D grid with named axes (and the warpgroup axis by name), clusters
-// along any grid axis, and programmatic dependent launch: a kernel launched with
+// along any grid axis and over two or three axes at once (ranks, positions along each
+// axis, the CTAs along each axis), and programmatic dependent launch: a kernel launched with
 // launch_config::dependent_launch starts while the previous kernel in the stream still
 // runs (its prologue overlaps), and prim::grid_dependency_wait() still gives it all of that
 // kernel's writes. On the GPU the test measures the overlap with %globaltimer against a
@@ -139,35 +140,82 @@ TEST(KernelEntry, ThreeDimensionalNamedGrid) {
 }
 
 namespace {
-/// Every CTA writes its rank in its cluster and the cluster's size, after a cluster barrier.
+/// Every CTA writes, after a cluster barrier, its rank in its cluster, the cluster's size,
+/// its position in the cluster along each grid axis and the ranks of the cluster's CTAs
+/// along each axis (masks).
+constexpr int cluster_facts = 8;
 struct cluster_rank_kernel {
   TP_HD void operator()(tp::kernel_context& ctx, tp::gmem<float, 1> out) const {
     ctx.cluster_sync();
     const int cta = (ctx.axis_index(0) * ctx.axis_size(1) + ctx.axis_index(1)) * ctx.axis_size(2) + ctx.axis_index(2);
-    if (ctx.cta_leader()) out.data[cta] = static_cast<float>(10 * ctx.cluster_rank() + ctx.cluster_size());
+    if (ctx.cta_leader()) {
+      float* facts = out.data + cta * cluster_facts;
+      facts[0] = static_cast<float>(ctx.cluster_rank());
+      facts[1] = static_cast<float>(ctx.cluster_size());
+      for (int a = 0; a < 3; ++a) {
+        facts[2 + a] = static_cast<float>(ctx.cluster_index(a));
+        facts[5 + a] = static_cast<float>(ctx.cluster_mask_along(a));
+      }
+    }
     ctx.cluster_sync();
   }
 };
+
+/// Runs cluster_rank_kernel over a grid of the given extents (rank: how many are given)
+/// and checks every CTA against CUDA's numbering: ranks count the cluster's CTAs with
+/// axis 0 fastest.
+void check_clusters(std::vector<int> grid, tp::launch_config cfg, const int (&shape)[3]) {
+  cfg.grid = grid;
+  grid.resize(3, 1);
+  const int ctas = grid[0] * grid[1] * grid[2], size = shape[0] * shape[1] * shape[2];
+  const auto out = tp::kernel(cluster_rank_kernel{}, cfg, tp::out_type<float>(ctas * cluster_facts))(test::dev()).to_host();
+  auto rank_of = [&](const int (&pos)[3]) { return pos[0] + shape[0] * (pos[1] + shape[1] * pos[2]); };
+  long long wrong = 0;
+  for (int x = 0; x < grid[0]; ++x)
+    for (int y = 0; y < grid[1]; ++y)
+      for (int z = 0; z < grid[2]; ++z) {
+        const int pos[3] = {x % shape[0], y % shape[1], z % shape[2]};
+        std::vector<float> want = {float(rank_of(pos)), float(size), float(pos[0]), float(pos[1]), float(pos[2])};
+        for (int a = 0; a < 3; ++a) {
+          int mask = 0, p[3] = {pos[0], pos[1], pos[2]};
+          for (p[a] = 0; p[a] < shape[a]; ++p[a]) mask |= 1 << rank_of(p);
+          want.push_back(float(mask));
+        }
+        const float* got = out.data() + ((x * grid[1] + y) * grid[2] + z) * cluster_facts;
+        for (int f = 0; f < cluster_facts; ++f) wrong += got[f] != want[f];
+      }
+  EXPECT_EQ(wrong, 0) << "clusters of " << shape[0] << " x " << shape[1] << " x " << shape[2];
+}
 }  // namespace
 
 TEST(KernelEntry, ClustersAlongAnyGridAxis) {
-  const int extent[3] = {2, 4, 4};
   for (int axis = 0; axis < 3; ++axis) {
     const int size = axis == 0 ? 2 : 4;
-    const auto out = tp::kernel(cluster_rank_kernel{}, {.grid = {extent[0], extent[1], extent[2]}, .cluster = size, .cluster_axis = axis},
-                                tp::out_type<float>(2 * 4 * 4))(test::dev())
-                         .to_host();
-    long long wrong = 0;
-    for (int x = 0; x < 2; ++x)
-      for (int y = 0; y < 4; ++y)
-        for (int z = 0; z < 4; ++z) {
-          const int at[3] = {x, y, z};
-          wrong += out[(x * 4 + y) * 4 + z] != 10 * (at[axis] % size) + size;  // ranks in order along the axis
-        }
-    EXPECT_EQ(wrong, 0) << "clusters of " << size << " along axis " << axis;
+    int shape[3] = {1, 1, 1};
+    shape[axis] = size;
+    check_clusters({2, 4, 4}, {.cluster = size, .cluster_axis = axis}, shape);
   }
   const std::string e = test::error_of([] {
     tp::kernel(cluster_rank_kernel{}, {.grid = {2, 3, 1}, .cluster = 2, .cluster_axis = 1}, tp::out_type<float>(6))(test::dev());
   });
   EXPECT_NE(e.find("the grid's axis 1 has 3 CTAs, not a multiple of the cluster size 2"), std::string::npos) << e;
+}
+
+TEST(KernelEntry, ClustersOverSeveralGridAxes) {
+  check_clusters({4, 6}, {.cluster_shape = {2, 2}}, {2, 2, 1});
+  check_clusters({2, 4, 2}, {.cluster_shape = {2, 2, 2}}, {2, 2, 2});
+  check_clusters({2, 4, 8}, {.cluster_shape = {1, 2, 4}}, {1, 2, 4});
+  auto error = [](std::vector<int> grid, std::vector<int> shape, int cluster = 1) {
+    return test::error_of([&] {
+      tp::kernel(cluster_rank_kernel{}, {.grid = grid, .cluster = cluster, .cluster_shape = shape}, tp::out_type<float>(64))(test::dev());
+    });
+  };
+  std::string e = error({4, 6}, {2, 3});
+  EXPECT_NE(e.find("cluster_shape makes clusters of 6 CTAs: a cluster has 1, 2, 4 or 8 CTAs"), std::string::npos) << e;
+  e = error({4, 6}, {2});
+  EXPECT_NE(e.find("cluster_shape has 1 extents for a grid of 2 axes"), std::string::npos) << e;
+  e = error({4, 6}, {2, 4});
+  EXPECT_NE(e.find("the grid's axis 1 has 6 CTAs, not a multiple of the cluster size 4 along it"), std::string::npos) << e;
+  e = error({4, 6}, {2, 2}, 4);
+  EXPECT_NE(e.find("cluster_shape and cluster / cluster_axis are both set"), std::string::npos) << e;
 }

@@ -282,6 +282,42 @@ TEST(Pipeline, GmemSpecsRunNestedPipelines) {
 
 namespace {
 
+/// Manual ready barriers in emit_pipeline: the body scales x before it waits for bias's
+/// block, which changes every third step; it skips the odd blocks (never waits for them:
+/// the pipeline does before it refills their slot, and at its end).
+/// y(block i) = 3 x(block i) + (i / 3 even ? bias(block i / 3) : 0).
+struct manual_ready_kernel {
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile8x32> x, tp::gmem<float, 2, tile8x32> bias,
+                        tp::gmem<float, 2, tile8x32> y) const {
+    auto body = [](tp::index<1> at, auto xs, tp::pending_block<tp::smem<float, tile8x32>> bs, auto ys) {
+      tp::map([](float v) { return 3 * v; }, ys, xs);
+      if (at[0] / 3 % 2 == 0) tp::map([](float o, float b) { return o + b; }, ys, ys, bs.wait());
+    };
+    auto row = [](auto i) { return tp::idx(i, 0); };
+    tp::emit_pipeline(body, tp::grid(steps),
+                      tp::in_specs(tp::spec<tile8x32>(row), tp::spec<tile8x32>([](auto i) { return tp::idx(i / 3, 0); }, tp::manual_ready)),
+                      tp::out_specs(tp::spec<tile8x32>(row)), tp::max_concurrent_steps<2>)(k, x, bias, y);
+  }
+};
+
+}  // namespace
+
+TEST(Pipeline, ManualReadyBarriersWaitedForInTheBody) {
+  for (int steps : {1, 7, 12}) {
+    const int bias_blocks = (steps + 2) / 3;
+    const auto hx = host_values(steps * 256), hb = host_values(bias_blocks * 256);
+    auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * 8, 32}, hx);
+    auto bias = tp::tensor<float, 2>::from_host(test::dev(), {bias_blocks * 8, 32}, hb);
+    const auto hy = tp::kernel(manual_ready_kernel{steps}, {.grid = {1}}, tp::out_type<float>(steps * 8, 32))(test::dev(), x, bias).to_host();
+    std::vector<double> ref(hx.size());
+    for (int e = 0; e < steps * 256; ++e) ref[e] = 3.0 * hx[e] + (e / 256 / 3 % 2 == 0 ? hb[(e / 256 / 3) * 256 + e % 256] : 0.0);
+    EXPECT_LT(test::rel_error(hy, ref), 1e-6) << steps << " steps";
+  }
+}
+
+namespace {
+
 /// The carry counts the steps: y(step s) = x(step s) * (s + 1), with s taken from the carry.
 struct carry_kernel {
   int steps;

@@ -1,7 +1,8 @@
 // The planted-bug suite: small kernels that each carry one classic pipelining or barrier
-// protocol bug (one of them in a 2-CTA cluster with multicast). The interpreter must report
-// every one of them with a message naming the bug class, in every copy mode; the corrected
-// twin of each must run clean and compute the right result.
+// protocol bug (one of them in a 2-CTA cluster with multicast, one a manual ready barrier
+// the body never waits on). The interpreter must report every one of them with a message
+// naming the bug class, in every copy mode; the corrected twin of each must run clean and
+// compute the right result.
 #include "planted.hpp"
 
 #include "examples/debug_hangs/producer_consumer_kernel.cuh"
@@ -234,6 +235,57 @@ TEST(PlantedBugs, ManualReleaseAfterWgmmaWaitRunsClean) {
     for (int steps : {1, 3, 5}) EXPECT_EQ(run_manual_release<true>(test::interpreter(m), steps), "") << steps;
 }
 
+// ---- manual ready barriers: a body that reads its pending block without waiting -------
+
+template <bool Wait>
+struct manual_ready_map {  // y = x + z, z with tp::manual_ready
+  static constexpr int num_threads = 2;
+  using tile_t = tp::tile<tp::block<16, 32>>;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile_t> x, tp::gmem<float, 2, tile_t> z,
+                        tp::gmem<float, 2, tile_t> y) const {
+    auto body = [](auto, auto xs, auto zs, auto ys) {
+      if constexpr (Wait) tp::map([](float a, float b) { return a + b; }, ys, xs, zs.wait());
+      else tp::map([](float a, float b) { return a + b; }, ys, xs, zs.view);  // the block may not have landed
+    };
+    auto s = tp::spec<tile_t>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps),
+                                       tp::in_specs(s, tp::spec<tile_t>([](auto i) { return tp::idx(i, 0); }, tp::manual_ready)),
+                                       tp::out_specs(s), tp::num_compute_wgs<1>, tp::memory_registers<40>,
+                                       tp::max_concurrent_steps<2>)(k, x, z, y);
+  }
+};
+
+template <bool Wait>
+std::string run_manual_ready(const tp::device& dev, int steps) {
+  const auto hx = test::random_values<float>(static_cast<std::size_t>(steps * 16 * 32));
+  const auto hz = test::random_values<float>(hx.size());
+  auto x = tp::tensor<float, 2>::from_host(dev, {steps * 16LL, 32}, hx);
+  auto z = tp::tensor<float, 2>::from_host(dev, {steps * 16LL, 32}, hz);
+  return test::error_of([&] {
+    const auto hy = tp::kernel(manual_ready_map<Wait>{steps}, {}, tp::out_type<float>(steps * 16LL, 32))(dev, x, z).to_host();
+    for (std::size_t i = 0; i < hx.size(); ++i)
+      if (hy[i] != hx[i] + hz[i]) throw tp::error("wrong result at element " + std::to_string(i));
+  });
+}
+
+TEST(PlantedBugs, ManualReadyBlockReadWithoutWaiting) {
+  TP_INTERPRETER_ONLY();
+  for (copy_mode m : test::all_copy_modes) {
+    const std::string err = run_manual_ready<false>(test::interpreter(m), 4);
+    EXPECT_NE(err.find("race [missing wait]"), std::string::npos) << test::mode_name(m) << ": " << err;
+    EXPECT_NE(err.find("TMA load issued by warpgroup 1, completing on barrier 'ready (manual) barrier of operand 1'"),
+              std::string::npos)
+        << err;
+  }
+}
+
+TEST(PlantedBugs, ManualReadyBlockWaitedForRunsClean) {
+  TP_INTERPRETER_ONLY();
+  for (copy_mode m : test::all_copy_modes)
+    for (int steps : {1, 3, 5}) EXPECT_EQ(run_manual_ready<true>(test::interpreter(m), steps), "") << steps;
+}
+
 // ---- wgmma reading an operand the warpgroup wrote itself (e.g. softmax probabilities) ---
 
 enum class operand_bug { none, missing_fence, rewritten_while_read };
@@ -377,7 +429,7 @@ struct cluster_slot_kernel {
         if (i > 0) tp::barrier_wait(consumed[0], (i - 1) & 1);
         if (tp::prim::leader()) {
           tp::prim::mbarrier_arrive_expect_tx(ready[0].ptr, tp::block_bytes_v<tile_t, float>);
-          tp::issue_block_load_multicast<tile_t>(x, tp::idx(i, 0), slot.base, ready[0].ptr, rank, 2);
+          tp::issue_block_load_multicast<tile_t>(x, tp::idx(i, 0), slot.base, ready[0].ptr, rank, 2, 0b11);
         }
       }
     } else {
@@ -385,7 +437,7 @@ struct cluster_slot_kernel {
         tp::barrier_wait(ready[0], i & 1);
         tp::wait_smem_to_gmem<0>(tp::reads_done);  // out is free again
         tp::map([](float v) { return v + 1.0f; }, out, slot);
-        if constexpr (CountsWholeCluster) tp::prim::mbarrier_arrive_per_warp_cluster(tp::prim::barrier_at(consumed[0].ptr), 2);
+        if constexpr (CountsWholeCluster) tp::prim::mbarrier_arrive_per_warp_cluster(tp::prim::barrier_at(consumed[0].ptr), 0b11);
         else tp::prim::mbarrier_arrive_per_warp(consumed[0].ptr);
         tp::commit_smem();
         tp::copy_smem_to_gmem(out, y, tp::idx(rank * steps + i, 0));

@@ -2,7 +2,9 @@
 // step counts, stationary inputs, outputs written by several compute warpgroups and stored
 // by the memory warpgroup, accumulation, chains of pipelines (start / steady / stop) with
 // step counts that are not multiples of the slots and with delay_release, manual consumed
-// barriers, compute_context with a carry, and its misuse; blocks multicast to clusters of CTAs.
+// barriers, manual ready barriers, compute_context with a carry, and its misuse; nested
+// pipelines on the compute warpgroups; blocks multicast to clusters of CTAs, and along each
+// axis of a 2 x 2 cluster.
 #include "test_util.hpp"
 
 namespace {
@@ -292,6 +294,102 @@ struct gmem_operands_kernel {
   }
 };
 
+/// Manual ready barriers: the pipeline hands the body z's block before it landed; the body
+/// computes 2 x first and waits for z only then (as attention waits for V after Q K^T).
+/// z's block changes every other step, and the body reads it only at steps i with
+/// i % 6 in {1, 2, 3}: block 1 is waited for at both of its steps (the second wait passes
+/// at once), blocks 0 and 3 only at their second step, block 2 never (the pipeline waits
+/// for it before its slot is refilled). y(block i) = 2 x(block i) + (read ? z(block i / 2) : 0).
+TP_HD constexpr bool manual_ready_reads(int step) { return step % 6 >= 1 && step % 6 <= 3; }
+
+struct manual_ready_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> z,
+                        tp::gmem<float, 2, tile> y) const {
+    const int c = ws.compute_index(k);
+    auto body = [c](tp::index<1> at, auto xs, tp::pending_block<tp::smem<float, tile>> zs, auto ys) {
+      const auto mine = tp::rows<12>(ys, 12 * c);
+      tp::map([](float v) { return 2 * v; }, mine, tp::rows<12>(xs, 12 * c));
+      if (manual_ready_reads(at[0])) tp::map([](float o, float v) { return o + v; }, mine, mine, tp::rows<12>(zs.wait(), 12 * c));
+    };
+    tp::emit_pipeline_warp_specialized(
+        body, tp::grid(steps),
+        tp::in_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); }),
+                     tp::spec<tile>([](auto i) { return tp::idx(i / 2, 0); }, tp::manual_ready)),
+        tp::out_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); })), ws, tp::max_concurrent_steps<2>)(k, x, z, y);
+  }
+};
+
+/// Nested pipelines on the compute warpgroups: the outer pipeline passes w and z through in
+/// GMEM, and its body runs an emit_pipeline over band i of them, collective over the two
+/// compute warpgroups (the memory warpgroup, first or last, keeps feeding the outer
+/// pipeline meanwhile). The band's sum goes through run_scoped scratch, also collective
+/// over the compute warpgroups. y(block i) = x(block i) + sum_j w(i, j), z(i, j) = 2 w(i, j).
+template <int MemIdx>
+struct nested_kernel {
+  static constexpr tp::warp_specialization<2, 40, MemIdx> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps, inner_steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> w,
+                        tp::gmem<float, 2, tile> y, tp::gmem<float, 2, tile> z) const {
+    const int c = ws.compute_index(k), inner = inner_steps;
+    auto mine = [c](auto v) { return tp::rows<12>(v, 12 * c); };
+    auto body = [&k, mine, inner](tp::index<1> at, auto xs, auto wg, auto ys, auto zg) {
+      const int i = at[0];
+      tp::run_scoped<tp::smem<float, tile>>(k, [&](auto sum) {
+        tp::map([](float v) { return v; }, mine(sum), mine(xs));
+        auto add = [&](auto, auto ws_block, auto zs) {
+          tp::map([](float s, float v) { return s + v; }, mine(sum), mine(sum), mine(ws_block));
+          tp::map([](float v) { return 2 * v; }, mine(zs), mine(ws_block));
+        };
+        auto band = tp::spec<tile>([i](auto j) { return tp::idx(i, j); });
+        tp::emit_pipeline(add, tp::grid(inner), tp::in_specs(band), tp::out_specs(band), tp::max_concurrent_steps<2>)(k, wg, zg);
+        tp::map([](float v) { return v; }, mine(ys), mine(sum));
+      });
+    };
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline_warp_specialized(body, tp::grid(steps), tp::in_specs(s, tp::gmem_spec), tp::out_specs(s, tp::gmem_spec),
+                                       ws, tp::max_concurrent_steps<2>)(k, x, w, y, z);
+  }
+};
+
+template <int MemIdx>
+void check_nested(int steps, int inner) {
+  const auto hx = host_values(steps * rows * 32), hw = host_values(steps * rows * inner * 32LL);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+  auto w = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, inner * 32}, hw);
+  const auto [y, z] = tp::kernel(nested_kernel<MemIdx>{steps, inner}, {}, tp::out_type<float>(steps * rows, 32),
+                                 tp::out_type<float>(steps * rows, inner * 32))(test::dev(), x, w);
+  const auto hy = y.to_host(), hz = z.to_host();
+  std::vector<double> ry(hx.size()), rz(hw.size());
+  for (int r = 0; r < steps * rows; ++r)
+    for (int col = 0; col < 32; ++col) {
+      double sum = hx[r * 32 + col];
+      for (int j = 0; j < inner; ++j) sum += hw[(r * inner + j) * 32LL + col];
+      ry[r * 32 + col] = sum;
+    }
+  for (std::size_t e = 0; e < hw.size(); ++e) rz[e] = 2.0 * hw[e];
+  EXPECT_LT(test::rel_error(hy, ry), 1e-6) << "memory warpgroup " << MemIdx << ", " << steps << " x " << inner << " steps";
+  EXPECT_EQ(test::rel_error(hz, rz), 0.0) << "memory warpgroup " << MemIdx;
+}
+
+/// A warp-specialised pipeline nested in another's body: its memory warpgroup would be the
+/// outer one's, which is busy; reported.
+struct nested_ws_kernel {
+  static constexpr tp::warp_specialization<1, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> y) const {
+    auto s = tp::spec<tile>([](auto i) { return tp::idx(i, 0); });
+    auto copy = [](auto, auto xs, auto ys) { tp::map([](float v) { return v; }, ys, xs); };
+    auto body = [&](auto, auto xg, auto yg) {
+      tp::emit_pipeline_warp_specialized(copy, tp::grid(1), tp::in_specs(s), tp::out_specs(s), ws)(k, xg, yg);
+    };
+    tp::emit_pipeline_warp_specialized(body, tp::grid(1), tp::in_specs(tp::gmem_spec), tp::out_specs(tp::gmem_spec), ws)(k, x, y);
+  }
+};
+
 /// A compute_context that calls the pipeline twice: an error.
 struct twice_kernel {
   static constexpr int num_threads = 2;
@@ -344,6 +442,27 @@ TEST(WarpSpecialized, OperandsLeftInGlobalMemory) {
   for (int e = 0; e < steps * rows * 32; ++e) ry[e] = double(hx[e]) + hb[e / (rows * 32)], rz[e] = hx[e];
   EXPECT_LT(test::rel_error(hy, ry), 1e-6);
   EXPECT_EQ(test::rel_error(hz, rz), 0.0);
+}
+
+TEST(WarpSpecialized, NestedPipelinesRunOnTheComputeWarpgroups) {
+  check_nested<2>(3, 5);
+  check_nested<0>(4, 1);  // memory warpgroup first: the nested pipeline's leader is warpgroup 1
+}
+
+TEST(WarpSpecialized, ManualReadyBarriersWaitedForInTheBody) {
+  for (int steps : {2, 6, 11}) {
+    const int z_blocks = (steps + 1) / 2;
+    const auto hx = host_values(steps * rows * 32), hz = host_values(z_blocks * rows * 32);
+    auto x = tp::tensor<float, 2>::from_host(test::dev(), {steps * rows, 32}, hx);
+    auto z = tp::tensor<float, 2>::from_host(test::dev(), {z_blocks * rows, 32}, hz);
+    const auto hy = tp::kernel(manual_ready_kernel{steps}, {}, tp::out_type<float>(steps * rows, 32))(test::dev(), x, z).to_host();
+    std::vector<double> ref(hx.size());
+    for (int e = 0; e < steps * rows * 32; ++e) {
+      const int step = e / (rows * 32);
+      ref[e] = 2.0 * hx[e] + (manual_ready_reads(step) ? hz[(step / 2) * rows * 32 + e % (rows * 32)] : 0.0);
+    }
+    EXPECT_LT(test::rel_error(hy, ref), 1e-6) << steps << " steps";
+  }
 }
 
 TEST(WarpSpecialized, ManualConsumedBarriersReleasedOneStepLate) {
@@ -408,6 +527,57 @@ TEST(WarpSpecialized, MulticastToClusters) {
   check_multicast<4>(2, 7);
 }
 
+namespace {
+
+/// Clusters of 2 x 2 CTAs over a 2-D grid, with a block shared along each axis (as a
+/// matmul shares A along the tile columns and B along the tile rows): CTA (m, n) at step i
+/// reads x block m (the same for both CTAs of its cluster row: multicast along axis 1),
+/// z block n (multicast along axis 0) and writes its own y block. y = x + z.
+struct multicast_2d_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, mc_tile<2>> x, tp::gmem<float, 2, mc_tile<2>> z,
+                        tp::gmem<float, 2, mc_tile<2>> y) const {
+    const int c = ws.compute_index(k), m = k.axis_index(0), n = k.axis_index(1), cols = k.axis_size(1), len = steps;
+    auto body = [c](auto, auto xs, auto zs, auto ys) {
+      tp::map([](float a, float b) { return a + b; }, tp::rows<16>(ys, 16 * c), tp::rows<16>(xs, 16 * c),
+              tp::rows<16>(zs, 16 * c));
+    };
+    tp::emit_pipeline_warp_specialized(
+        body, tp::grid(steps),
+        tp::in_specs(tp::spec<mc_tile<2>>([=](auto i) { return tp::idx(m * len + i, 0); }, tp::multicast<2, 1>),
+                     tp::spec<mc_tile<2>>([=](auto i) { return tp::idx(n * len + i, 0); }, tp::multicast<2, 0>)),
+        tp::out_specs(tp::spec<mc_tile<2>>([=](auto i) { return tp::idx((m * cols + n) * len + i, 0); })), ws,
+        tp::max_concurrent_steps<3>)(k, x, z, y);
+    k.cluster_sync();
+  }
+};
+
+}  // namespace
+
+TEST(WarpSpecialized, MulticastAlongEachAxisOfATwoDimensionalCluster) {
+  const int gm = 4, gn = 2, steps = 5, block = 32 * 32;
+  const auto hx = host_values(gm * steps * block), hz = host_values(gn * steps * block);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {gm * steps * 32LL, 32}, hx);
+  auto z = tp::tensor<float, 2>::from_host(test::dev(), {gn * steps * 32LL, 32}, hz);
+  const tp::launch_config cfg{.grid = {gm, gn}, .cluster_shape = {2, 2}};
+  const auto y = tp::kernel(multicast_2d_kernel{steps}, cfg, tp::out_type<float>(gm * gn * steps * 32LL, 32))(test::dev(), x, z)
+                     .to_host();
+  long long wrong = 0;
+  for (int m = 0; m < gm; ++m)
+    for (int n = 0; n < gn; ++n)
+      for (int e = 0; e < steps * block; ++e)
+        wrong += y[(m * gn + n) * steps * block + e] != hx[m * steps * block + e] + hz[n * steps * block + e];
+  EXPECT_EQ(wrong, 0);
+  if (test::on_gpu()) return;  // device-side checks trap on the GPU; the interpreter reports them
+  const std::string e = test::error_of([&] {
+    tp::kernel(multicast_2d_kernel{steps}, {.grid = {gm, gn}, .cluster_shape = {1, 2}}, tp::out_type<float>(gm * gn * steps * 32LL, 32))(
+        test::dev(), x, z);
+  });
+  EXPECT_NE(e.find("input 1 is multicast<2, 0> but the launch's clusters span 1 CTAs along grid axis 0"), std::string::npos) << e;
+}
+
 TEST(WarpSpecialized, MulticastNeedsAMatchingCluster) {
   if (test::on_gpu()) GTEST_SKIP() << "device-side checks trap on the GPU; the interpreter reports them";
   EXPECT_NE(test::error_of([] { check_multicast<2>(2, 3, 1); })
@@ -427,6 +597,10 @@ TEST(WarpSpecialized, BadConfigurationsAreReported) {
               std::string::npos)
         << e.what();
   }
+  EXPECT_NE(test::error_of([&] { tp::kernel(nested_ws_kernel{}, {})(test::dev(), x, y); })
+                .find("emit_pipeline_warp_specialized is called inside the body (or compute_context) of another "
+                      "warp-specialised pipeline"),
+            std::string::npos);
   try {
     tp::kernel(too_few_warpgroups_kernel{}, {})(test::dev(), x, y);
     ADD_FAILURE() << "no error";

@@ -23,6 +23,7 @@ struct grid_info {
   int num_warpgroups = 1;
   int device = 0, devices = 1;             // this GPU's index among the launch's devices, and their number
   char device_name[max_axis_name] = {};    // the device axis' name (launch_config::device_axis)
+  int cluster[max_grid_rank] = {1, 1, 1};  // a thread-block cluster's CTAs along each axis
   failure_channel failure;  // where failed checks report on the GPU
 #if TP_PROFILE
   profile_buffer profile;  // where the profiler's events go (null: nowhere)
@@ -74,6 +75,33 @@ class kernel_context {
   /// Synchronises all warpgroups of the CTA.
   TP_HD void sync_threads() const { prim::named_barrier_sync(prim::cta_barrier_id, warpgroup_size * num_threads()); }
 
+  /// The team: the warpgroups that make collective library calls (emit_pipeline,
+  /// run_scoped) together. It is the whole CTA, except on the compute side of a
+  /// warp-specialised pipeline (its body and compute_context), where the memory warpgroup
+  /// is busy moving data: there it is the compute warpgroups, so that a body can run a
+  /// nested pipeline. A team is consecutive warpgroups but for one left out (the memory
+  /// warpgroup may sit anywhere); it synchronises on its own named barrier.
+  struct team {
+    int warpgroups = 0;  // 0: the whole CTA
+    int leader = 0;      // the warpgroup whose leader thread issues for the team
+    int barrier = prim::cta_barrier_id;
+  };
+  /// True in exactly one thread of the team: the one that issues the team's copies.
+  TP_HD bool team_leader() const { return prim::leader() && thread_index() == team_.leader; }
+  /// The team's threads, its named barrier, and a sync on it.
+  TP_HD int team_threads() const { return warpgroup_size * (team_.warpgroups ? team_.warpgroups : num_threads()); }
+  TP_HD int team_barrier() const { return team_.barrier; }
+  TP_HD void team_sync() const { prim::named_barrier_sync(team_.barrier, team_threads()); }
+  /// Whether the team is the whole CTA.
+  TP_HD bool team_is_cta() const { return team_.warpgroups == 0; }
+  /// Makes `t` the team until leave_team(the returned previous team).
+  TP_HD team enter_team(team t) {
+    const team outer = team_;
+    team_ = t;
+    return outer;
+  }
+  TP_HD void leave_team(team outer) { team_ = outer; }
+
   /// This CTA's rank in its thread-block cluster (launch option `cluster`), the cluster's
   /// size, and a barrier over all threads of the cluster. A kernel whose CTAs arrive on
   /// each other's barriers or write each other's SMEM (multicast specs) ends with
@@ -81,6 +109,21 @@ class kernel_context {
   TP_HD int cluster_rank() const { return prim::cluster_rank(); }
   TP_HD int cluster_size() const { return prim::cluster_size(); }
   TP_HD void cluster_sync() const { prim::cluster_sync(); }
+  /// The cluster's CTAs along grid axis `axis` (launch options cluster_shape, or cluster
+  /// along cluster_axis), and this CTA's position among them. Ranks count the cluster's
+  /// CTAs with axis 0 fastest: rank = i0 + n0 (i1 + n1 i2) (CUDA's %cluster_ctarank).
+  TP_HD int cluster_extent(int axis) const { return grid_->cluster[axis]; }
+  TP_HD int cluster_index(int axis) const { return cta_[axis] % grid_->cluster[axis]; }
+  /// The cluster ranks of the CTAs that differ from this one only along grid axis `axis`
+  /// (this one included), as a mask: the CTAs a block shared along that axis goes to.
+  TP_HD std::uint16_t cluster_mask_along(int axis) const {
+    int stride = 1;
+    for (int a = 0; a < axis; ++a) stride *= grid_->cluster[a];
+    const int first = cluster_rank() - cluster_index(axis) * stride;
+    unsigned mask = 0;
+    for (int i = 0; i < grid_->cluster[axis]; ++i) mask |= 1u << (first + i * stride);
+    return static_cast<std::uint16_t>(mask);
+  }
 
   /// True in exactly one thread of the CTA: the one that issues CTA-wide copies.
   TP_HD bool cta_leader() const { return prim::leader() && thread_index() == 0; }
@@ -198,6 +241,7 @@ class kernel_context {
   unsigned char* smem_;
   std::uint32_t smem_size_;
   std::uint32_t smem_top_ = 0;
+  team team_;
   int cta_[max_grid_rank] = {};
 #if TP_PROFILE
   mutable profile_recorder profile_;  // registers: every event would otherwise wait for a load

@@ -5,9 +5,10 @@
 //       ...                                           // every warpgroup of the CTA runs this
 //     });                                             // buf's bytes are free again here
 //
-// A collective call: every warpgroup of the CTA makes it, in the same order as its other
+// A collective call: every warpgroup of the CTA makes it (of the context's team: in a
+// warp-specialised pipeline's body, the compute warpgroups), in the same order as its other
 // allocations. Barriers are initialised (their arrival count from the type) before f runs
-// and invalidated after; all warpgroups synchronise before f (the barriers are ready) and
+// and invalidated after; the team synchronises before f (the barriers are ready) and
 // after it (nobody still uses the scratch when later allocations reuse its bytes).
 #pragma once
 
@@ -32,7 +33,7 @@ TP_HD S allocate(kernel_context& k) {
                 "tilepipe: run_scoped allocates tp::smem<T, tile> views and tp::barriers<N, arrivals>");
   if constexpr (is_barriers<S>) {
     S b{reinterpret_cast<std::uint64_t*>(k.allocate(S::bytes, "scoped barriers"))};
-    if (k.cta_leader())
+    if (k.team_leader())
       for (int i = 0; i < S::count; ++i) {
         prim::mbarrier_init(b.ptr + i, S::arrivals);
         prim::mbarrier_name(b.ptr + i, "scoped", -1, i);
@@ -46,7 +47,7 @@ TP_HD S allocate(kernel_context& k) {
 template <class S>
 TP_HD void retire(const kernel_context& k, const S& s) {
   if constexpr (is_barriers<S>)
-    if (k.cta_leader())
+    if (k.team_leader())
       for (int i = 0; i < S::count; ++i) prim::mbarrier_inval(s.ptr + i);
 }
 
@@ -59,10 +60,10 @@ TP_HD decltype(auto) run_scoped(kernel_context& k, F&& f) {
   const std::uint32_t mark = k.smem_mark();
   const cuda::std::tuple<Scratch...> scratch{scoped_detail::allocate<Scratch>(k)...};
   if constexpr ((scoped_detail::is_barriers<Scratch> || ...))
-    if (k.cta_leader()) prim::fence_barrier_init();
-  k.sync_threads();
+    if (k.team_leader()) prim::fence_barrier_init();
+  k.team_sync();
   auto done = [&] {
-    k.sync_threads();
+    k.team_sync();
     cuda::std::apply([&](const auto&... s) { (scoped_detail::retire(k, s), ...); }, scratch);
     k.smem_release(mark);
   };

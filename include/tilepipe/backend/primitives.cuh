@@ -27,6 +27,7 @@ namespace tilepipe::prim {
 /// Named-barrier ids tilepipe reserves; kernels may use ids from user_barrier_base to 15.
 inline constexpr int cta_barrier_id = 0;
 inline constexpr int warpgroup_barrier_base = 1;  // 1 + warpgroup index
+inline constexpr int compute_team_barrier_id = 5;  // the compute warpgroups of a warp-specialised pipeline
 inline constexpr int user_barrier_base = 8;
 
 /// A barrier by its shared-window address, computed once (barrier_at) and kept in a
@@ -125,9 +126,9 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t coun
 /// before it): a warpgroup arrives 4 times.
 TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(std::uint64_t* bar);
 TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(smem_barrier bar);
-/// One arrival per warp on the barrier at bar's offset in each of the first `ranks` CTAs of the cluster:
-/// releases a slot that the whole cluster's multicast loads write.
-TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, int ranks);
+/// One arrival per warp on the barrier at bar's offset in each CTA of the cluster whose rank's bit is set in
+/// cta_mask: releases a slot that those CTAs' multicast loads write.
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, std::uint16_t cta_mask);
 /// leader: expects `bytes` more transaction bytes in this phase and arrives once.
 TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes);
 /// Waits until the phase of the given parity has completed (with TILEPIPE_DEBUG_HANGS the GPU gives up after

@@ -3,7 +3,8 @@
 // The tile (block shape + memory transforms) is a type; the index map a generic callable.
 // Options: tp::delay_release<d>, tp::buffered<n> (slots for this operand), tp::depends_on<axes...>
 // (declares the grid axes the map uses, for maps the probe analysis cannot follow),
-// tp::multicast<c> (the block is shared by the c CTAs of a cluster).
+// tp::multicast<c> (the block is shared by the c CTAs of a cluster), tp::manual_ready (the
+// body waits for the block itself).
 // tp::gmem_spec passes an operand through in global memory (no copies; nested pipelines).
 #pragma once
 
@@ -52,16 +53,45 @@ template <int... Axes>
 inline constexpr depends_on_t<Axes...> depends_on{};
 
 struct multicast_tag;
-template <int C>
+template <int C, int Axis>
 struct multicast_t : option<multicast_tag, C> {
   static_assert(C == 1 || C == 2 || C == 4, "tilepipe: multicast<c> takes a cluster of 1, 2 or 4 CTAs");
+  static_assert(Axis >= -1 && Axis <= 2, "tilepipe: multicast<c, axis>: axis is a grid axis (0, 1 or 2), or -1 for "
+                                         "the whole cluster");
+  static constexpr int axis = Axis;
 };
-/// The block is the same for all C CTAs of the launch's cluster (Pallas' collective_axes):
-/// each CTA loads 1/C of its TMA boxes and multicasts them into all C CTAs, so L2 serves the
-/// block once per cluster instead of once per CTA. Warp-specialised pipelines only; the
-/// launch must use cluster = C.
-template <int C>
-inline constexpr multicast_t<C> multicast{};
+/// The block is the same for C CTAs of the launch's cluster (Pallas' collective_axes): each
+/// of them loads 1/C of its TMA boxes and multicasts them into all C, so L2 serves the block
+/// once per C CTAs instead of once per CTA. Warp-specialised pipelines only.
+///   multicast<C>        all CTAs of the cluster: the launch's clusters have C CTAs;
+///   multicast<C, axis>  the CTAs of the cluster that differ only along grid axis `axis`:
+///                       the launch's clusters span C CTAs along it (launch_config::cluster_shape,
+///                       e.g. {2, 2}: A shared along one axis, B along the other).
+template <int C, int Axis = -1>
+inline constexpr multicast_t<C, Axis> multicast{};
+
+namespace detail {
+/// The grid axis of the first multicast option among Opts (-1: the whole cluster, or none).
+template <class... Opts>
+constexpr int multicast_axis() {
+  int axis = -1;
+  bool found = false;
+  (
+      [&] {
+        if constexpr (std::is_same_v<typename tag_of<Opts>::type, multicast_tag>)
+          if (!found) axis = Opts::axis, found = true;
+      }(),
+      ...);
+  return axis;
+}
+}  // namespace detail
+
+struct manual_ready_tag;
+/// Manual ready barriers (an input's option): the pipeline does not wait for the block to
+/// land before it calls the body; the body gets a tp::pending_block and calls its wait()
+/// where it first reads the block, so that work on the other inputs (attention's Q K^T
+/// before it needs V) overlaps the copy. Both pipelines.
+inline constexpr option<manual_ready_tag, true> manual_ready{};
 
 namespace detail {
 /// The largest and the smallest of a non-empty list (a compile-time fold over a pack).
@@ -86,6 +116,8 @@ struct block_spec {
   static constexpr int delay = option_v<delay_release_tag, -1, Opts...>;  // -1: the pipeline's
   static constexpr int buffers = option_v<buffered_tag, 0, Opts...>;      // 0: the pipeline's
   static constexpr int multicast = option_v<multicast_tag, 1, Opts...>;
+  static constexpr int multicast_axis = detail::multicast_axis<Opts...>();  // -1: the whole cluster
+  static constexpr bool manual_ready = option_v<manual_ready_tag, false, Opts...>;
 
   /// Grid axes the index map depends on (bit a = axis a).
   template <int GridRank>

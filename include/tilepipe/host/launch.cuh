@@ -49,6 +49,8 @@ struct launch_config {
   std::size_t smem_bytes = 0;           // dynamic SMEM per CTA; 0 = the device maximum (227 KB)
   int cluster = 1;                      // CTAs per thread-block cluster (1, 2, 4 or 8), along cluster_axis
   int cluster_axis = 0;                 // the grid axis a cluster's CTAs lie along (0, 1 or 2)
+  std::vector<int> cluster_shape;       // or: the cluster's CTAs along every grid axis, e.g. {2, 2}
+                                        // (Pallas' cluster=(2, 2)); replaces cluster and cluster_axis
   void* stream = nullptr;               // cudaStream_t for GPU launches
   profiler* profile = nullptr;          // records the launch's events (needs TILEPIPE_PROFILE)
   bool dependent_launch = false;        // programmatic dependent launch: may start before the
@@ -254,8 +256,7 @@ void run_interpreted(std::shared_ptr<const KP> p, const launch_config& cfg, std:
   interpret::grid_shape g;
   for (int a = 0; a < max_grid_rank; ++a) g.extent[a] = p->grid.extent[a];
   g.rank = static_cast<int>(cfg.grid.size());
-  g.cluster = cfg.cluster;
-  g.cluster_axis = cfg.cluster_axis;
+  for (int a = 0; a < max_grid_rank; ++a) g.cluster[a] = p->grid.cluster[a];
   g.warpgroups = threads_of<K>();
   g.smem_bytes = smem;
   auto run = [p](const std::array<int, 3>& c) {
@@ -422,7 +423,7 @@ class kernel_launcher {
     for (int g : cfg_.grid) grid *= g;
     if (!dev.is_gpu()) return grid;
 #if TP_HAS_CUDA_COMPILER
-    if (cfg_.cluster == 1)
+    if (cluster_size() == 1)
       return with_gpu_launch(dim3(1), [&](auto entry, const cudaLaunchConfig_t& lc) {
         int per_sm = 0;
         TP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, entry, lc.blockDim.x, lc.dynamicSmemBytes));
@@ -431,7 +432,7 @@ class kernel_launcher {
     return with_gpu_launch(cluster_dims(), [&](auto entry, const cudaLaunchConfig_t& lc) {
       int clusters = 0;
       TP_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, entry, &lc));
-      return clusters * cfg_.cluster;
+      return clusters * cluster_size();
     });
 #else
     return grid;
@@ -455,7 +456,7 @@ class kernel_launcher {
     lc.stream = static_cast<cudaStream_t>(cfg_.stream);
     cudaLaunchAttribute attrs[2]{};
     unsigned n = 0;
-    if (cfg_.cluster > 1) {
+    if (cluster_size() > 1) {
       attrs[n].id = cudaLaunchAttributeClusterDimension;
       const dim3 c = cluster_dims();
       attrs[n++].val.clusterDim = {c.x, c.y, c.z};
@@ -469,11 +470,26 @@ class kernel_launcher {
   }
 #endif
 
+  /// The cluster's CTAs along each grid axis: cluster_shape, or cluster CTAs along
+  /// cluster_axis (fill_grid checks them).
+  std::array<int, max_grid_rank> cluster_extents() const {
+    std::array<int, max_grid_rank> e = {1, 1, 1};
+    if (!cfg_.cluster_shape.empty()) {
+      for (std::size_t a = 0; a < cfg_.cluster_shape.size() && a < e.size(); ++a) e[a] = cfg_.cluster_shape[a];
+    } else if (cfg_.cluster_axis >= 0 && cfg_.cluster_axis < max_grid_rank) {
+      e[cfg_.cluster_axis] = cfg_.cluster;
+    }
+    return e;
+  }
+  int cluster_size() const {
+    const auto e = cluster_extents();
+    return e[0] * e[1] * e[2];
+  }
+
 #if TP_HAS_CUDA_COMPILER
-  /// The cluster's shape: cfg_.cluster CTAs along cluster_axis.
   dim3 cluster_dims() const {
-    const unsigned c = static_cast<unsigned>(cfg_.cluster);
-    return cfg_.cluster_axis == 0 ? dim3(c, 1, 1) : cfg_.cluster_axis == 1 ? dim3(1, c, 1) : dim3(1, 1, c);
+    const auto e = cluster_extents();
+    return dim3(static_cast<unsigned>(e[0]), static_cast<unsigned>(e[1]), static_cast<unsigned>(e[2]));
   }
 #endif
 
@@ -539,7 +555,7 @@ class kernel_launcher {
   void launch_gpu(kp_type& p, std::size_t smem) const {
     p.grid.failure = detail::current_failure_channel();
     const detail::launch_record record{&launch_detail::kernel_name<K>(), {p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]},
-                                       cfg_.cluster, launch_detail::threads_of<K>(), smem};
+                                       cluster_size(), launch_detail::threads_of<K>(), smem};
     auto stream = static_cast<cudaStream_t>(cfg_.stream);
     with_gpu_launch(dim3(p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]),
                     [&](auto entry, const cudaLaunchConfig_t& lc) {
@@ -581,13 +597,33 @@ class kernel_launcher {
       detail::throw_formatted("the launch grid has %d axes; tilepipe supports 1 to 3", rank);
     if (!cfg_.grid_names.empty() && static_cast<int>(cfg_.grid_names.size()) != rank)
       detail::throw_formatted("%zu grid names for a grid of %d axes", cfg_.grid_names.size(), rank);
-    if (cfg_.cluster != 1 && cfg_.cluster != 2 && cfg_.cluster != 4 && cfg_.cluster != 8)
-      detail::throw_formatted("launch option cluster = %d: a cluster has 1, 2, 4 or 8 CTAs", cfg_.cluster);
-    if (cfg_.cluster_axis < 0 || cfg_.cluster_axis >= rank)
-      detail::throw_formatted("launch option cluster_axis = %d: the grid has axes 0 to %d", cfg_.cluster_axis, rank - 1);
-    if (cfg_.grid[cfg_.cluster_axis] % cfg_.cluster != 0)
-      detail::throw_formatted("the grid's axis %d has %d CTAs, not a multiple of the cluster size %d", cfg_.cluster_axis,
-                              cfg_.grid[cfg_.cluster_axis], cfg_.cluster);
+    if (cfg_.cluster_shape.empty()) {
+      if (cfg_.cluster != 1 && cfg_.cluster != 2 && cfg_.cluster != 4 && cfg_.cluster != 8)
+        detail::throw_formatted("launch option cluster = %d: a cluster has 1, 2, 4 or 8 CTAs", cfg_.cluster);
+      if (cfg_.cluster_axis < 0 || cfg_.cluster_axis >= rank)
+        detail::throw_formatted("launch option cluster_axis = %d: the grid has axes 0 to %d", cfg_.cluster_axis, rank - 1);
+    } else {
+      if (static_cast<int>(cfg_.cluster_shape.size()) != rank)
+        detail::throw_formatted("launch option cluster_shape has %zu extents for a grid of %d axes: give one per axis",
+                                cfg_.cluster_shape.size(), rank);
+      if (cfg_.cluster != 1 || cfg_.cluster_axis != 0)
+        detail::throw_formatted("launch options cluster_shape and cluster / cluster_axis are both set: cluster_shape "
+                                "alone says how many CTAs a cluster spans along every axis");
+      for (int a = 0; a < rank; ++a)
+        if (cfg_.cluster_shape[a] < 1)
+          detail::throw_formatted("launch option cluster_shape: axis %d has extent %d; an extent is at least 1", a,
+                                  cfg_.cluster_shape[a]);
+      const int size = cluster_size();
+      if (size != 1 && size != 2 && size != 4 && size != 8)
+        detail::throw_formatted("launch option cluster_shape makes clusters of %d CTAs: a cluster has 1, 2, 4 or 8 CTAs",
+                                size);
+    }
+    const auto cluster = cluster_extents();
+    for (int a = 0; a < rank; ++a)
+      if (cfg_.grid[a] % cluster[a] != 0)
+        detail::throw_formatted("the grid's axis %d has %d CTAs, not a multiple of the cluster size %d along it", a,
+                                cfg_.grid[a], cluster[a]);
+    for (int a = 0; a < max_grid_rank; ++a) g.cluster[a] = cluster[a];
     g.rank = rank;
     g.num_warpgroups = nt;
     g.device = dev.index();

@@ -111,15 +111,16 @@ TP_HD TP_FORCEINLINE void issue_block_load(const G& g, const index<G::rank>& bi,
   });
 }
 
-/// leader: this CTA's share of a block the `ranks` CTAs of its cluster load together: the
-/// boxes b with b % ranks == rank, multicast into `dst` of every CTA (each completes them on
-/// its own barrier at bar's offset, which expects the whole block's bytes).
+/// leader: this CTA's share of a block that `ranks` CTAs of its cluster (the cluster ranks
+/// set in cta_mask) load together: the boxes b with b % ranks == position (this CTA's place
+/// among them), multicast into `dst` of every one of them (each completes them on its own
+/// barrier at bar's offset, which expects the whole block's bytes).
 template <class Tile, class G>
 TP_HD TP_FORCEINLINE void issue_block_load_multicast(const G& g, const index<G::rank>& bi, void* dst, std::uint64_t* bar,
-                                                     int rank, int ranks, const block_site& site = {}) {
-  const auto mask = static_cast<std::uint16_t>((1u << ranks) - 1);
+                                                     int position, int ranks, std::uint16_t cta_mask,
+                                                     const block_site& site = {}) {
   detail::for_each_box<Tile>(g, bi, site, [&](const tma_desc& map, const int (&c)[G::rank], int off, int b) {
-    if (b % ranks == rank) prim::tma_load_multicast(map, static_cast<unsigned char*>(dst) + off, c, bar, mask);
+    if (b % ranks == position) prim::tma_load_multicast(map, static_cast<unsigned char*>(dst) + off, c, bar, cta_mask);
   });
 }
 

@@ -1,5 +1,6 @@
 // emit_pipeline: a software pipeline over a sequential grid, run by all warpgroups of
-// the CTA together (Pallas Mosaic GPU's emit_pipeline, with TPU output semantics).
+// the CTA together (Pallas Mosaic GPU's emit_pipeline, with TPU output semantics), or, in
+// the body of a warp-specialised pipeline, by its compute warpgroups (the context's team).
 //
 //   auto pipe = tp::emit_pipeline(body, tp::grid(k_steps),
 //                                 tp::in_specs(a_spec, b_spec), tp::out_specs(c_spec),
@@ -18,7 +19,7 @@
 //              store each output whose block changes after s (or s is the last step),
 //              all stores of the step in one bulk group.
 //   epilogue   wait for the stores.
-// Only the CTA's leader thread issues copies and arrives; every thread waits.
+// Only the team's leader thread issues copies and arrives; every thread waits.
 // With no_pipelining (TILEPIPE_NO_PIPELINING, or the interpreter option) every fetch is
 // waited for right after it is issued and every store group right after it is committed:
 // the same schedule with all copies synchronous, for bisecting pipelining bugs.
@@ -118,9 +119,11 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     const std::uint32_t mark = k.smem_mark();
     for_each(ins, [&](auto& op, int i) { op.allocate(k, i); });
     for_each(outs, [&](auto& op, int i) { op.allocate(k, i); });
-    const bool leader = k.cta_leader();
-    const int threads = warpgroup_size * k.num_threads();
-    auto sync_all = [threads] { prim::named_barrier_sync(prim::cta_barrier_id, threads); };
+    // Collective over the context's team: the CTA, or (nested in a warp-specialised
+    // pipeline's body) its compute warpgroups.
+    const bool leader = k.team_leader();
+    const int barrier = k.team_barrier(), threads = k.team_threads();
+    auto sync_all = [barrier, threads] { prim::named_barrier_sync(barrier, threads); };
     if (leader) {
       for_each(ins, [&](auto& op, int i) { op.init_barriers(i); });
       prim::fence_barrier_init();
@@ -213,10 +216,10 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
           return cuda::std::apply(
               [&](auto&... out) -> C {
                 if constexpr (std::is_same_v<C, no_carry>) {
-                  body_(at, in.view()..., out.view()...);
+                  body_(at, in.body_view()..., out.view()...);
                   return carry;
                 } else {
-                  return body_(at, in.view()..., out.view()..., carry);
+                  return body_(at, in.body_view()..., out.view()..., carry);
                 }
               },
               outs);

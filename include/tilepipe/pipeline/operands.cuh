@@ -31,6 +31,22 @@ struct consumed_token {
   }
 };
 
+/// What the body gets for an input whose spec has tp::manual_ready: the slot its block lands
+/// in, and the wait for it. The slot's address may be used at once (a wgmma descriptor, a
+/// view of its rows); its bytes only after wait(), which returns the view. Every warpgroup
+/// that reads the block waits; waiting again (a later step of the same block) returns at once.
+template <class View>
+struct pending_block {
+  View view;
+  prim::smem_barrier ready;
+  std::uint32_t parity;
+  prim::wait_site site;
+  TP_HD View wait() const {
+    prim::mbarrier_wait(ready, parity, site);
+    return view;
+  }
+};
+
 }  // namespace tilepipe
 
 namespace tilepipe::pipeline_detail {
@@ -131,11 +147,39 @@ struct slot_cursor {
     return p;
   }
   TP_HD std::uint32_t take_phase() { return take_phase(slot); }
+  /// The parity slot s's last taken phase had (its latest block).
+  TP_HD std::uint32_t last_phase(int s) const { return ((phase >> s) & 1u) ^ 1u; }
   /// Whether the current slot was taken before; marks it taken.
   TP_HD bool reused() {
     const bool u = (used >> slot) & 1u;
     used |= 1u << slot;
     return u;
+  }
+};
+
+/// The wait for an input's new block (both pipelines): made before the body, or with
+/// tp::manual_ready (Manual) kept, its parity and place, for the body's pending_block.
+template <bool Manual>
+struct ready_wait {
+  std::uint32_t parity = 0;
+  prim::wait_site site;
+
+  /// The block of step s is new in the reader's current slot, whose barrier is bars + slot.
+  TP_HD void begin(slot_cursor& reader, prim::smem_barrier bars, int operand, long long s, const kernel_context& k) {
+    if constexpr (Manual) {
+      parity = reader.take_phase();
+      site = {reader.slot, s};
+    } else {
+      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
+        prim::mbarrier_wait(bars + reader.slot, reader.take_phase(), {reader.slot, s});
+      });
+    }
+  }
+  /// What the body gets for the block in `slot`: its view, or the view with the wait.
+  template <class View>
+  TP_HD auto body_view(View v, prim::smem_barrier bars, int slot) const {
+    if constexpr (Manual) return pending_block<View>{v, bars + slot, parity, site};
+    else return v;
   }
 };
 
@@ -157,6 +201,8 @@ struct operand_traits {
                 "in the kernel parameter's type, tp::gmem<T, R, tile...>");
   static_assert(block_index::rank == Gmem::rank,
                 "tilepipe: the index map returns a different number of indices than the operand has dimensions");
+  static_assert(IsInput || !Spec::manual_ready,
+                "tilepipe: tp::manual_ready is an input's option: an output block has no ready barrier to wait for");
 };
 
 /// A pipelined operand of emit_pipeline in SMEM. Inputs also own one ready barrier per slot.
@@ -181,9 +227,11 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   std::uint64_t* bars = nullptr;
   prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
 
-  // Consumer: the slot the current step reads (and its ready phases), the last block.
+  // Consumer: the slot the current step reads (and its ready phases), the last block, and
+  // the wait for it.
   slot_cursor reader;
   block_index last{};
+  ready_wait<Spec::manual_ready> ready;
   // Producer (inputs): the next step to fetch for and its grid index, the slot of the last
   // fetch (and, for no_pipelining, the phase each slot's fill completes), the last block.
   index<Grid::rank> fill_at{};
@@ -194,6 +242,8 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
   TP_HD std::uint64_t* bar(int s) const { return bars + s; }
   TP_HD view_type view() const { return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}; }
+  /// What the body gets: the view, or (tp::manual_ready) the view and the wait for its block.
+  TP_HD auto body_view() const { return ready.body_view(view(), bars_at, reader.slot); }
   TP_HD block_index block_at(const index<Grid::rank>& at) const { return apply_index_map(spec->index_map, at); }
 
   /// Allocates the slots (and barriers) of operand `operand` (its position among the
@@ -215,26 +265,31 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     if constexpr (IsInput) {
       for (int s = 0; s < slots; ++s) {
         prim::mbarrier_init(bar(s), 1);
-        prim::mbarrier_name(bar(s), "pipeline ready", position, s);
+        prim::mbarrier_name(bar(s), Spec::manual_ready ? "pipeline ready (manual)" : "pipeline ready", position, s);
       }
     }
   }
+  /// leader: invalidates the ready barriers. A tp::manual_ready block the body never
+  /// waited for may still be landing: its fill is waited for first.
   TP_HD void inval_barriers() const {
     if constexpr (IsInput)
-      for (int s = 0; s < slots; ++s) prim::mbarrier_inval(bar(s));
+      for (int s = 0; s < slots; ++s) {
+        if constexpr (Spec::manual_ready)
+          if ((filler.used >> s) & 1u) prim::mbarrier_wait(bar(s), filler.last_phase(s));
+        prim::mbarrier_inval(bar(s));
+      }
   }
 
   // ---- inputs ----
 
-  /// All threads: before the body of step s at `at`, wait for its block if it is new.
+  /// All threads: before the body of step s at `at`, wait for its block if it is new
+  /// (with tp::manual_ready the body waits).
   TP_HD void consume(const index<Grid::rank>& at, long long s, const kernel_context& k) {
     const block_index b = block_at(at);
     if (reader.slot >= 0 && b == last) return;
     last = b;
     reader.advance(slots);
-    k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
-      prim::mbarrier_wait(bars_at + reader.slot, reader.take_phase(), {reader.slot, s});
-    });
+    ready.begin(reader, bars_at, operand, s, k);
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -246,6 +301,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       fill_last = b;
       filler.advance(slots);
       const int f = filler.slot;
+      // A tp::manual_ready block the body never waited for may still be landing in the slot.
+      if constexpr (Spec::manual_ready)
+        if (filler.reused()) prim::mbarrier_wait(bar(f), filler.last_phase(f));
       prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
       issue_block_load<tile>(*gmem, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
       k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
@@ -325,10 +383,12 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   // keeps the token, e.g. while a wgmma still reads the block); the memory side paces its
   // refills by the delay either way.
   static constexpr int delay = traits::plan::delay;
-  // A multicast block is written into every CTA of the cluster by every CTA's memory
-  // warpgroup, so its slot is free only when the compute warps of all CTAs released it.
+  // A multicast block is written into each CTA of its group (the cluster, or the cluster's
+  // CTAs along one grid axis) by every group member's memory warpgroup, so its slot is free
+  // only when the compute warps of all of them released it.
   static constexpr int cluster = Spec::multicast;
-  static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the cluster
+  static constexpr int multicast_axis = Spec::multicast_axis;
+  static constexpr int arrivals = 4 * NumCompute * cluster;  // one per compute warp of the group
   /// Shared memory it allocates: the slots and the two barrier rings (each allocation aligned).
   static constexpr std::uint32_t allocation_bytes = slots * slot_bytes + round_up(16 * slots, smem_alignment);
   static_assert(cluster == 1 || tma_plan<tile, static_cast<int>(sizeof(T))>::boxes % cluster == 0,
@@ -340,11 +400,12 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   unsigned char* smem = nullptr;
   barrier_rings bars{};                   // full: the block landed; empty: the compute warps are done with it
   prim::smem_barrier full_at, empty_at;  // the same barriers, for the compute loop
-  // compute side: the slot the step reads, its last block, and the slots of the last
-  // delay + 1 steps, oldest first, with whether each step was its block's last (shifted
+  // compute side: the slot the step reads, its last block, the wait for it, and the slots
+  // of the last delay + 1 steps, oldest first, with whether each step was its block's last (shifted
   // every step so that all indices are compile-time constants)
   slot_cursor reader;
   block_index last{};
+  ready_wait<Spec::manual_ready> ready;
   int recent_slots[delay + 1] = {};
   bool recent_ends[delay + 1] = {};
   // memory side: the slot of the last fetch (and the phases of its empty barriers), its
@@ -356,18 +417,45 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   long long fill_step = 0;
   int operand = 0;  // position among the pipeline's inputs, for reports
   failure_channel failure{};
+  // multicast along a grid axis: this CTA's place in its group, and the group's cluster ranks
+  int group_place = 0;
+  std::uint16_t group_ranks = 0;
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
+
+  /// The CTAs a multicast block goes to (cluster ranks), and this CTA's place among them:
+  /// constants for the whole cluster, found at allocation for the CTAs along a grid axis.
+  TP_HD std::uint16_t group_mask() const {
+    if constexpr (multicast_axis < 0) return static_cast<std::uint16_t>((1u << cluster) - 1);
+    else return group_ranks;
+  }
+  TP_HD int group_position() const {
+    if constexpr (multicast_axis < 0) return prim::cluster_rank();
+    else return group_place;
+  }
 
   TP_HD void allocate(kernel_context& k, bool leader, int position) {
     operand = position;
     if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
+    if constexpr (cluster > 1 && multicast_axis < 0) {
+      TP_REQUIRE(prim::cluster_size() == cluster,
+                 "the pipeline has multicast<%d> specs but the launch's clusters have %d CTAs (launch option cluster)",
+                 cluster, prim::cluster_size());
+    } else if constexpr (cluster > 1) {
+      TP_REQUIRE(k.cluster_extent(multicast_axis) == cluster,
+                 "input %d is multicast<%d, %d> but the launch's clusters span %d CTAs along grid axis %d (launch "
+                 "option cluster_shape)",
+                 position, cluster, multicast_axis, k.cluster_extent(multicast_axis), multicast_axis);
+      group_place = k.cluster_index(multicast_axis);
+      group_ranks = k.cluster_mask_along(multicast_axis);
+    }
     smem = k.allocate(slots * slot_bytes, "warp-specialised input slots");
     for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised input", position, s);
     bars = barrier_rings::allocate(k, slots, "warp-specialised input barriers");
     full_at = prim::barrier_at(bars.full);
     empty_at = prim::barrier_at(bars.empty);
-    if (leader) bars.init(position, 1, "ready", arrivals, Manual ? "consumed (manual)" : "consumed");
+    if (leader)
+      bars.init(position, 1, Spec::manual_ready ? "ready (manual)" : "ready", arrivals, Manual ? "consumed (manual)" : "consumed");
   }
 
   // ---- memory warpgroup ----
@@ -390,7 +478,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
         prim::mbarrier_arrive_expect_tx(bars.full + f, layout::bytes);  // the whole block lands here
         const block_site site{"input", operand, fill_step, failure};
         if constexpr (cluster > 1)
-          issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, prim::cluster_rank(), cluster, site);
+          issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, group_position(), cluster, group_mask(), site);
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
       k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
@@ -414,18 +502,17 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
 
   // ---- compute warpgroups ----
 
-  /// Before the body of step s: waits for the block if it is new.
-  TP_HD view_type consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s,
-                          const kernel_context& k) {
+  /// Before the body of step s: waits for the block if it is new; with tp::manual_ready
+  /// returns the view with the wait for the body to make.
+  TP_HD auto consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s,
+                     const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == last)) {
       last = b;
       reader.advance(slots);
-      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
-        prim::mbarrier_wait(full_at + reader.slot, reader.take_phase(), {reader.slot, s});
-      });
+      ready.begin(reader, full_at, operand, s, k);
     }
-    return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0};
+    return ready.body_view(view_type{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}, full_at, reader.slot);
   }
 
   /// After the body of step s: records whether s was the block's last step, and releases
@@ -441,9 +528,12 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   }
 
   /// The compute warps are done with slot s, last read at `step`: in every CTA of the
-  /// cluster for a multicast block.
+  /// group for a multicast block. A tp::manual_ready block the body never waited for must
+  /// have landed before its slot is refilled: the release waits for it (at once if the
+  /// body did).
   TP_HD void release(int s, long long step, const kernel_context& k) const {
-    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, cluster);
+    if constexpr (Spec::manual_ready) prim::mbarrier_wait(full_at + s, reader.last_phase(s));
+    if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, group_mask());
     else prim::mbarrier_arrive_per_warp(empty_at + s);
     k.profile(profile_kind::release, profile_phase::instant, operand, step);
   }
@@ -581,6 +671,7 @@ struct gmem_operand {
   static constexpr int delay = 0;
   static constexpr std::uint32_t allocation_bytes = 0;
   TP_HD const Gmem& view() const { return *gmem; }
+  TP_HD const Gmem& body_view() const { return *gmem; }
   TP_HD void allocate(kernel_context&, int) {}
   TP_HD void init_barriers(int) const {}
   TP_HD void inval_barriers() const {}

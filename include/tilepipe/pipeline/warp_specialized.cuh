@@ -124,9 +124,9 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
                   cuda::std::tuple<Outs...>> {
   using regs = register_split<NC, MemRegs>;
   static constexpr bool has_context = !std::is_same_v<Ctx, no_carry>;
-  static constexpr int cluster = detail::largest({1, Ins::multicast...});
-  static_assert(((Ins::multicast == 1 || Ins::multicast == cluster) && ...),
-                "tilepipe: all multicast specs of a pipeline name the same cluster size");
+  // Whether CTAs of a cluster write each other's slots and arrive on each other's barriers
+  // (each multicast input checks that the launch's cluster matches its spec).
+  static constexpr bool multicasts = ((Ins::multicast > 1) || ...);
 
  public:
   TP_HD ws_pipeline(Body body, Grid grid, cuda::std::tuple<Ins...> ins, cuda::std::tuple<Outs...> outs, Ctx ctx)
@@ -150,6 +150,10 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   TP_HD auto get_allocations(kernel_context& k, const G&... gmem) const {
     static_assert(sizeof...(G) == sizeof...(Ins) + sizeof...(Outs),
                   "tilepipe: pass one GMEM ref per in_spec and per out_spec, inputs first");
+    TP_REQUIRE(k.team_is_cta(),
+               "emit_pipeline_warp_specialized is called inside the body (or compute_context) of another "
+               "warp-specialised pipeline, where only its compute warpgroups run and its memory warpgroup is busy; "
+               "nest a tp::emit_pipeline there (it runs on the compute warpgroups)");
     TP_REQUIRE(k.num_threads() == NC + 1,
                "the warp-specialised pipeline needs num_compute_wgs + 1 = %d warpgroups, the kernel has %d", NC + 1,
                k.num_threads());
@@ -159,10 +163,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     for_each(a.ins, [&](auto& op, int i) { op.allocate(k, leader, i); });
     for_each(a.outs, [&](auto& op, int j) { op.allocate(k, leader, j, static_cast<int>(sizeof...(Ins)) + j); });
     if (leader) prim::fence_barrier_init();
-    if constexpr (cluster > 1) {
-      TP_REQUIRE(prim::cluster_size() == cluster,
-                 "the pipeline has multicast<%d> specs but the launch's clusters have %d CTAs (launch option cluster)",
-                 cluster, prim::cluster_size());
+    if constexpr (multicasts) {
       prim::cluster_sync();  // the peers' multicasts may reach this CTA's barriers from now on
     } else {
       k.sync_threads();
@@ -318,8 +319,18 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   // ---- the compute warpgroups ------------------------------------------------------------
 
+  /// The compute side: the body and compute_context run with the compute warpgroups as the
+  /// context's team, so that a pipeline nested in them (emit_pipeline, run_scoped) is
+  /// collective over those warpgroups and synchronises on their own named barrier.
   template <class Alloc, class Refs>
-  TP_HD void compute_role(const kernel_context& k, Alloc& a, const Refs& refs) const {
+  TP_HD void compute_role(kernel_context& k, Alloc& a, const Refs& refs) const {
+    const auto cta = k.enter_team({NC, MemIdx == 0 ? 1 : 0, prim::compute_team_barrier_id});
+    compute_side(k, a, refs);
+    k.leave_team(cta);
+  }
+
+  template <class Alloc, class Refs>
+  TP_HD void compute_side(const kernel_context& k, Alloc& a, const Refs& refs) const {
     if constexpr (has_context) {
       int calls = 0;
       // pipeline(init) runs with a carry and returns the final one; pipeline() runs without.

@@ -75,7 +75,7 @@ class simulated_devices {
       const auto order = cluster_order(g, launches[d].opt);
       for (std::size_t n = 0; n < order.size(); ++n) {
         ctas.push_back({d, order[n], nullptr});
-        threads += g.warpgroups * g.cluster;
+        threads += g.warpgroups * g.cluster_size();
       }
     }
     scheduler sched(threads);
@@ -86,12 +86,12 @@ class simulated_devices {
       const device_launch& l = launches[e.device];
       const std::string name = cluster_name(l.shape, e.first);
       e.state = std::make_unique<cta_state>(l.shape.warpgroups, l.shape.smem_bytes, l.opt, l.kernel, name,
-                                            static_cast<int>(k), l.shape.cluster, &sched, static_cast<int>(owner.size()));
+                                            static_cast<int>(k), l.shape.cluster_size(), &sched, static_cast<int>(owner.size()));
       e.state->device = e.device;
       e.state->peers = &memory_;
       e.state->peer_actor = static_cast<int>(k);
       actor_names.push_back("device " + std::to_string(e.device) + " CTA " + name);
-      owner.insert(owner.end(), static_cast<std::size_t>(l.shape.warpgroups * l.shape.cluster), static_cast<int>(k));
+      owner.insert(owner.end(), static_cast<std::size_t>(l.shape.warpgroups * l.shape.cluster_size()), static_cast<int>(k));
     }
     memory_.begin_launch(actor_names);
     auto thread_name = [&](int j) {
@@ -120,9 +120,7 @@ class simulated_devices {
           const int me = st.thread_base + i;
           try {
             sched.enter(me);
-            std::array<int, 3> cta = e.first;
-            cta[l.shape.cluster_axis] += i / l.shape.warpgroups;  // the cluster's CTAs in rank order
-            l.run_cta(cta);
+            l.run_cta(l.shape.cta_of_rank(e.first, i / l.shape.warpgroups));
             st.on_warpgroup_exit(i);
           } catch (const cta_aborted&) {
           } catch (const std::exception& ex) {

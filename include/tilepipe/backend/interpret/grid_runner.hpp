@@ -41,25 +41,31 @@ class grid_runner {
 };
 
 /// An interpreted launch's grid: extents (x, y, z), the axes the launch named (for CTA
-/// names in reports), CTAs per cluster and the axis they lie along, warpgroups per CTA and
-/// shared memory per CTA.
+/// names in reports), a cluster's CTAs along each axis, warpgroups per CTA and shared
+/// memory per CTA.
 struct grid_shape {
   std::array<int, 3> extent = {1, 1, 1};
   int rank = 1;
-  int cluster = 1;
-  int cluster_axis = 0;
+  std::array<int, 3> cluster = {1, 1, 1};
   int warpgroups = 1;
   std::size_t smem_bytes = 0;
+
+  int cluster_size() const { return cluster[0] * cluster[1] * cluster[2]; }
+  /// The CTA of cluster rank `rank` in the cluster whose first CTA is `first`: axis 0
+  /// fastest (CUDA's %cluster_ctarank).
+  std::array<int, 3> cta_of_rank(const std::array<int, 3>& first, int rank) const {
+    return {first[0] + rank % cluster[0], first[1] + rank / cluster[0] % cluster[1],
+            first[2] + rank / (cluster[0] * cluster[1])};
+  }
 };
 
 /// The first CTA of each cluster of the grid, in the order they run: in order, or shuffled
 /// (opt.shuffle_ctas).
 inline std::vector<std::array<int, 3>> cluster_order(const grid_shape& g, const options& opt) {
-  const int cl = g.cluster, ax = g.cluster_axis;
   std::vector<std::array<int, 3>> order;
-  for (int z = 0; z < g.extent[2]; z += ax == 2 ? cl : 1)
-    for (int y = 0; y < g.extent[1]; y += ax == 1 ? cl : 1)
-      for (int x = 0; x < g.extent[0]; x += ax == 0 ? cl : 1) order.push_back({x, y, z});
+  for (int z = 0; z < g.extent[2]; z += g.cluster[2])
+    for (int y = 0; y < g.extent[1]; y += g.cluster[1])
+      for (int x = 0; x < g.extent[0]; x += g.cluster[0]) order.push_back({x, y, z});
   if (opt.shuffle_ctas) {
     std::mt19937_64 rng(opt.seed);
     std::shuffle(order.begin(), order.end(), rng);
@@ -71,8 +77,7 @@ inline std::vector<std::array<int, 3>> cluster_order(const grid_shape& g, const 
 inline std::string cluster_name(const grid_shape& g, const std::array<int, 3>& c) {
   std::string name = "(";
   for (int a = 0; a < g.rank; ++a)
-    name += (a ? ", " : "") + std::to_string(c[a]) +
-            (g.cluster > 1 && a == g.cluster_axis ? ".." + std::to_string(c[a] + g.cluster - 1) : "");
+    name += (a ? ", " : "") + std::to_string(c[a]) + (g.cluster[a] > 1 ? ".." + std::to_string(c[a] + g.cluster[a] - 1) : "");
   return name + ")";
 }
 
@@ -81,7 +86,7 @@ inline std::string cluster_name(const grid_shape& g, const std::array<int, 3>& c
 /// warpgroup ends the launch with an error naming the kernel and the CTA.
 inline void run_grid(const grid_shape& g, const options& opt, const std::string& kernel,
                      const std::function<void(const std::array<int, 3>& cta)>& run_cta) {
-  const int nt = g.warpgroups, cl = g.cluster, ax = g.cluster_axis;
+  const int nt = g.warpgroups, cl = g.cluster_size();
   const std::vector<std::array<int, 3>> order = cluster_order(g, opt);
   // Runs CTA `number` of `order`; a CTA that waits for another's flag runs the next ones
   // ahead through `grid`.
@@ -96,9 +101,7 @@ inline void run_grid(const grid_shape& g, const options& opt, const std::string&
         current() = {&st, i};
         try {
           st.sched.enter(i);
-          std::array<int, 3> cta = c;
-          cta[ax] += i / nt;  // the cluster's CTAs in rank order along its axis
-          run_cta(cta);
+          run_cta(g.cta_of_rank(c, i / nt));
           st.on_warpgroup_exit(i);
         } catch (const cta_aborted&) {
         } catch (const std::exception& e) {

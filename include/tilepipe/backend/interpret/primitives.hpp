@@ -131,11 +131,12 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(smem_barrier bar) {
   mbarrier_arrive_per_warp(detail::interpret_barrier(bar));
 }
 
-TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, int ranks) {
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, std::uint16_t cta_mask) {
   auto& c = interpret::cta();
   const int wg = interpret::current().wg;
-  for (int r = 0; r < ranks; ++r)
-    c.barrier_arrive(wg, c.peer(wg, detail::interpret_barrier(bar), r, "remote mbarrier arrive"), 4, 0);
+  for (int r = 0; r < 16; ++r)
+    if (cta_mask & (1u << r))
+      c.barrier_arrive(wg, c.peer(wg, detail::interpret_barrier(bar), r, "remote mbarrier arrive"), 4, 0);
 }
 
 TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {

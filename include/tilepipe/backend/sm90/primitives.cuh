@@ -86,10 +86,10 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(smem_barrier bar) {
   if (threadIdx.x % 32 == 0) sm90::mbarrier_arrive(bar.addr);
 }
 
-TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, int ranks) {
+TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, std::uint16_t cta_mask) {
   __syncwarp();
   if (threadIdx.x % 32 == 0)
-    for (int r = 0; r < ranks; ++r) sm90::mbarrier_arrive_remote(bar.addr, r);
+    for (unsigned m = cta_mask; m != 0; m &= m - 1) sm90::mbarrier_arrive_remote(bar.addr, __ffs(m) - 1);
 }
 
 TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
