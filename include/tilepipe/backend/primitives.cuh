@@ -28,6 +28,7 @@ namespace tilepipe::prim {
 inline constexpr int cta_barrier_id = 0;
 inline constexpr int warpgroup_barrier_base = 1;  // 1 + warpgroup index
 inline constexpr int compute_team_barrier_id = 5;  // the compute warpgroups of a warp-specialised pipeline
+inline constexpr int register_handoff_barrier_id = 6;  // all warpgroups, where a warp-specialised split gives registers back
 inline constexpr int user_barrier_base = 8;
 
 /// A barrier by its shared-window address, computed once (barrier_at) and kept in a

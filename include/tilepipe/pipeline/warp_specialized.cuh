@@ -62,6 +62,21 @@ struct memory_registers_tag;
 template <int R>
 inline constexpr option<memory_registers_tag, R> memory_registers{};
 
+namespace pipeline_detail {
+/// Where a warp-specialised split gives its registers back: the compute warpgroups arrive
+/// after their setmaxnreg.dec, the memory warpgroup waits for them before its
+/// setmaxnreg.inc (one pool per CTA: taken back earlier, the compute warpgroups' increase
+/// could wait forever). A named barrier of its own, arrive on one side and sync on the
+/// other (compute-sanitizer's synccheck reports a whole-CTA bar.sync reached from two
+/// instructions as divergence).
+TP_HD inline void registers_returned(const kernel_context& k) {
+  prim::named_barrier_arrive(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
+}
+TP_HD inline void wait_until_registers_returned(const kernel_context& k) {
+  prim::named_barrier_sync(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
+}
+}  // namespace pipeline_detail
+
 struct memory_thread_idx_tag;
 /// Which warpgroup moves the data (default: the last).
 template <int I>
@@ -178,22 +193,21 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const std::uint32_t mark = k.smem_mark();
     auto a = get_allocations(k, gmem...);
     const auto refs = cuda::std::tie(gmem...);
-    // The memory warpgroup takes its registers back only after the compute warpgroups have
-    // returned theirs (the CTA barrier): setmaxnreg draws on one pool per CTA, so an early
-    // take-back would leave a compute warpgroup's increase waiting forever.
+    // Registers go back through the handoff barrier (one pool per CTA).
     if (k.thread_index() == MemIdx) {
       prim::setmaxnreg_dec<regs::memory>();
       k.profile_set_role(profile_role::memory);
       memory_role(k, a, refs, true);
-      k.sync_threads();
+      pipeline_detail::wait_until_registers_returned(k);
       prim::setmaxnreg_inc<regs::launch_cap>();
     } else {
       prim::setmaxnreg_inc<regs::compute>();
       k.profile_set_role(profile_role::compute, k.thread_index() < MemIdx ? k.thread_index() : k.thread_index() - 1);
       compute_role(k, a, refs);
       prim::setmaxnreg_dec<regs::launch_cap>();
-      k.sync_threads();
+      pipeline_detail::registers_returned(k);
     }
+    k.sync_threads();
     k.smem_release(mark);
   }
 
@@ -606,22 +620,20 @@ TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, Memo
       k.profile_end(profile_kind::tile, -1, item);
     }
   };
-  // The memory warpgroup takes its registers back after the compute warpgroups returned
-  // theirs (the CTA barrier; see the standalone pipeline): a CTA with no items would
-  // otherwise finish its memory loop at once and take them back before the compute
-  // warpgroups' increase, which then waits forever (seen on the GPU in debug builds).
+  // Registers go back through the handoff barrier: a CTA with no items would otherwise
+  // take them back before the compute warpgroups' increase (a hang, seen on the GPU).
   if (split.is_memory(k)) {
     prim::setmaxnreg_dec<regs::memory>();
     k.profile_set_role(profile_role::memory);
     loop(memory_role_t{});
-    k.sync_threads();
+    pipeline_detail::wait_until_registers_returned(k);
     prim::setmaxnreg_inc<regs::launch_cap>();
   } else {
     prim::setmaxnreg_inc<regs::compute>();
     k.profile_set_role(profile_role::compute, split.compute_index(k));
     loop(compute_role_t{});
     prim::setmaxnreg_dec<regs::launch_cap>();
-    k.sync_threads();
+    pipeline_detail::registers_returned(k);
   }
 }
 
