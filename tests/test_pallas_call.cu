@@ -82,6 +82,38 @@ struct sum_over_k {
   }
 };
 
+// Column blocks visited in a zigzag (0, cb-1, 1, cb-2, ...): the branch on k keeps the
+// axis analysis from following the map, so the spec declares depends_on and every entry of
+// its block index is recomputed at each step (none is taken as invariant).
+struct zigzag_columns {
+  int col_blocks;
+  TP_HD constexpr auto operator()(int i, int k) const {
+    return tp::idx(i, k % 2 == 0 ? k / 2 : col_blocks - 1 - k / 2);
+  }
+};
+
+TEST(PallasCall, MapWithDeclaredDependenceIsRecomputedEveryStep) {
+  const long long rows = 21;
+  const int col_blocks = 5;
+  const long long cols = 32LL * col_blocks;
+  const auto hx = test::random_values<float>(rows * cols);
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {rows, cols}, hx);
+  const zigzag_columns zigzag{col_blocks};
+  const auto y = tp::pallas_call(twice_plus_step{}, tp::grid(pallas_examples::cdiv(rows, 8), col_blocks),
+                                 tp::in_specs(tp::spec<tile>(zigzag, tp::depends_on<0, 1>)),
+                                 tp::out_specs(tp::spec<tile>(zigzag, tp::depends_on<0, 1>)),
+                                 tp::out_shape(tp::out_type<float>(rows, cols)),
+                                 tp::dimension_semantics<tp::parallel, tp::sequential>)(test::dev(), x)
+                     .to_host();
+  std::vector<double> ref(hx.size());
+  for (int k = 0; k < col_blocks; ++k) {
+    const int block = zigzag(0, k)[1];
+    for (long long r = 0; r < rows; ++r)
+      for (long long c = 32LL * block; c < 32LL * (block + 1); ++c) ref[r * cols + c] = 2.0 * hx[r * cols + c] + k;
+  }
+  EXPECT_LT(test::rel_error(y, ref), 1e-6);
+}
+
 template <class Semantics>
 void check_three_axes(long long rows, int col_blocks, int k_steps) {
   const long long cols = 32LL * col_blocks * k_steps;

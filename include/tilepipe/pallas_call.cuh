@@ -116,21 +116,79 @@ struct split {
   TP_HD static constexpr bool is_sequential(int axis) { return ((Seq >> axis) & 1u) != 0; }
 };
 
+/// What a grid index of axis A is for the analysis of a CTA's map: a probe of its pipeline
+/// axis when A is sequential, a run-time int (the CTA's own index) when it is parallel.
+template <unsigned Seq, std::size_t A>
+using cta_probe_t =
+    std::conditional_t<((Seq >> A) & 1u) != 0, axis_probe<(1u << sequential_position(Seq, static_cast<int>(A)))>, int>;
+
+template <class Map, unsigned Seq, std::size_t... A>
+auto probe_cta_map(std::index_sequence<A...>) -> decltype(std::declval<const Map&>()(cta_probe_t<Seq, A>{}...));
+
+/// Bit c set: entry c of a probed block index depends on some pipeline axis.
+template <class R>
+inline constexpr unsigned varying_entries_v = ~0u;  // not probed: every entry may vary
+template <int R>
+inline constexpr unsigned varying_entries_v<index<R>> = 0u;  // constants and parallel indices only
+template <unsigned... M>
+inline constexpr unsigned varying_entries_v<probed_index<M...>> = [] {
+  unsigned bits = 0, c = 0;
+  ((bits |= (M != 0 ? 1u << c : 0u), ++c), ...);
+  return bits;
+}();
+
+/// The entries of Map's block index that a sequential axis moves (all of them when the map
+/// cannot be probed: a spec that declares depends_on).
+template <class Map, int N, unsigned Seq>
+constexpr unsigned varying_entries() {
+  if constexpr (requires { probe_cta_map<Map, Seq>(std::make_index_sequence<N>{}); })
+    return varying_entries_v<decltype(probe_cta_map<Map, Seq>(std::make_index_sequence<N>{}))>;
+  else return ~0u;
+}
+
 /// An index map of the whole grid as the pipeline of one CTA sees it: called with the
 /// sequential axes' indices, it calls the user's map with the CTA's own indices in the
 /// parallel places. The probes of the axis analysis pass through it unchanged, so the
 /// analysis sees which *pipeline* axes each map depends on.
+///
+/// Entries of the block index that depend on no sequential axis are the same at every step
+/// of the CTA: they are computed once (`invariant`, when the CTA starts) and the per-step
+/// call keeps only the others, so the compiler drops their arithmetic from the step loop.
+/// That is what a tile order written as index maps needs (examples/pallas_call's grouped
+/// order divides by run-time extents: four divisions per step otherwise, ahead of every
+/// fetch). Index maps are pure functions of the grid indices (and of scalar-prefetch tables,
+/// which a kernel does not write), as in Pallas.
 template <class Map, int N, unsigned Seq>
 struct cta_index_map {
+  static constexpr int steps_rank = split<N, Seq>::pipeline_rank;
   Map map;
   int fixed[N];  // the CTA's index along each parallel axis; sequential entries unused
+  decltype(apply_index_map(std::declval<const Map&>(), index<N>{})) invariant{};
 
   template <class... S>
-    requires(sizeof...(S) == split<N, Seq>::pipeline_rank)
+    requires(sizeof...(S) == steps_rank)
   TP_HD constexpr auto operator()(S... seq) const {
-    return call(cuda::std::tuple<S...>{seq...}, cuda::std::make_index_sequence<N>{});
+    auto b = raw(seq...);
+    if constexpr ((std::is_integral_v<S> && ...) && requires { b.v; }) {
+      constexpr unsigned varying = varying_entries<Map, N, Seq>();
+      for (int c = 0; c < decltype(b)::rank; ++c)
+        if (!((varying >> c) & 1u)) b.v[c] = invariant.v[c];
+    }
+    return b;
   }
 
+  /// The entries at the CTA's first step; called once, when the CTA's pipeline is made.
+  TP_HD constexpr void compute_invariant() { invariant = at_first_step(cuda::std::make_index_sequence<steps_rank>{}); }
+
+ private:
+  template <std::size_t... I>
+  TP_HD constexpr auto at_first_step(cuda::std::index_sequence<I...>) const {
+    return raw(((void)I, 0)...);
+  }
+  template <class... S>
+  TP_HD constexpr auto raw(S... seq) const {
+    return call(cuda::std::tuple<S...>{seq...}, cuda::std::make_index_sequence<N>{});
+  }
   template <class Steps, std::size_t... A>
   TP_HD constexpr auto call(const Steps& seq, cuda::std::index_sequence<A...>) const {
     return map(argument<A>(seq)...);
@@ -164,6 +222,7 @@ struct cta_spec<N, Seq, block_spec<Tile, Map, Opts...>> {
   TP_HD static type make(const block_spec<Tile, Map, Opts...>& s, const int (&fixed)[N]) {
     type t{{s.index_map, {}}};
     for (int a = 0; a < N; ++a) t.index_map.fixed[a] = fixed[a];
+    t.index_map.compute_invariant();
     return t;
   }
 };
