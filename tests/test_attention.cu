@@ -1,8 +1,9 @@
 // Flash attention forward (kernels/attention.cuh) against a float64 reference on fresh
 // random inputs, output and log-sum-exp: head dims 64, 128, 256, bf16 and f16, non-causal,
 // causal (bottom-right aligned when Sq != Sk) and sliding windows, GQA ratios 1, 4 and 8,
-// odd lengths, decode (Sq = 1), Sk below one KV block, more tiles than CTAs, and packed
-// variable-length batches with empty and length-1 sequences; then bad input. Outputs start
+// odd lengths, decode (Sq = 1), Sk below one KV block, no keys at all (Sk = 0), more tiles
+// than CTAs, and packed variable-length batches with empty and length-1 sequences; then bad
+// input, on the host and (varlen offsets) in the kernel. Outputs start
 // as NaN, so a row the kernel forgets, or writes outside its sequence, shows.
 #include "test_util.hpp"
 
@@ -115,6 +116,7 @@ TEST(Attention, OddLengthsDecodeAndShortKeys) {
   check_fixed<tp::bf16>(2, 7, 7, 1, 1, 128, causal);
   check_fixed<tp::bf16>(1, 1, 1, 1, 1, 64);
   check_fixed<tp::bf16>(2, 65, 7, 1, 1, 64);  // Sk below one KV block
+  check_fixed<tp::bf16>(2, 65, 0, 2, 1, 64);  // no keys: O = 0, LSE = -inf
   check_fixed<tp::bf16>(2, 300, 129, 3, 1, 64, causal);  // 18 tiles over 4 CTAs in the interpreter
 }
 
@@ -123,6 +125,7 @@ TEST(Attention, VariableLengthBatches) {
   check<tp::bf16>({{0, 1, 130, 65, 0, 7}, {5, 1, 200, 0, 3, 7}}, 2, 1, 64, causal, true);
   check<tp::f16>({{200, 1, 64}, {100, 129, 1}}, 1, 1, 128, {.window_left = 20, .window_right = 10}, true);
   check<tp::bf16>({{1, 140}, {1, 70}}, 1, 1, 256, causal, true);
+  check<tp::bf16>({{3, 70}, {0, 0}}, 1, 1, 64, {}, true);  // no sequence has keys
 }
 
 TEST(Attention, LargeOnTheGpu) {
@@ -149,4 +152,26 @@ TEST(Attention, BadInputIsReported) {
   tp::tensor_view<tp::bf16, 4> skewed = big.view();
   skewed.shape = {1, 64, 4, 64}, skewed.stride = {64 * 260, 260, 65, 1};  // heads 130 bytes apart
   EXPECT_NE(run(skewed, k, v, o).find("not a multiple of 16 bytes"), std::string::npos);
+}
+
+TEST(Attention, BadSequenceOffsetsAreReportedByTheKernel) {
+  if (test::on_gpu()) GTEST_SKIP() << "device-side checks trap on the GPU; the interpreter reports them";
+  const auto& dev = test::dev();
+  auto t = [&](long long rows) { return tp::tensor<tp::bf16, 3>(dev, {rows, 1, 64}); };
+  auto q = t(50), k = t(64), v = t(64), o = t(50);
+  auto run = [&](std::vector<int> cu_q, std::vector<int> cu_k, int max_sq) {
+    auto cq = tp::tensor<int, 1>::from_host(dev, {static_cast<long long>(cu_q.size())}, cu_q);
+    auto ck = tp::tensor<int, 1>::from_host(dev, {static_cast<long long>(cu_k.size())}, cu_k);
+    return test::error_of([&] {
+      tp::attention_forward_varlen<tp::bf16>(dev, q, k, v, o, cq.data(), ck.data(), static_cast<int>(cu_q.size()) - 1,
+                                             max_sq);
+    });
+  };
+  EXPECT_EQ(run({0, 20, 50}, {0, 30, 64}, 30), "");
+  EXPECT_NE(run({0, 100}, {0, 64}, 100).find("sequence 0 is rows [0, 100) of q, which has 50"), std::string::npos);
+  EXPECT_NE(run({-5, 20}, {0, 64}, 25).find("sequence 0 is rows [-5, 20) of q"), std::string::npos);
+  EXPECT_NE(run({0, 40, 20}, {0, 10, 20}, 40).find("sequence 1 is rows [40, 20) of q"), std::string::npos);
+  EXPECT_NE(run({0, 50}, {0, 100}, 50).find("sequence 0 is rows [0, 100) of k and v, which have 64"), std::string::npos);
+  EXPECT_NE(run({0, 50}, {0, 64}, 40).find("sequence 0 has 50 query rows, more than max_seqlen_q = 40"),
+            std::string::npos);
 }

@@ -69,11 +69,12 @@ tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what)
   if (t.stride[R - 1] != 1)
     detail::throw_formatted("%s: the innermost dimension must be contiguous (stride 1) for TMA, but its stride is %lld",
                             what, t.stride[R - 1]);
-  for (int d0 = 0; d0 < R; ++d0) {
-    const int td = R - 1 - d0;  // TMA order: innermost first
+  for (int d0 = 0; d0 < R; ++d0)  // before the strides: an empty dimension makes the outer strides 0
     if (t.shape[d0] <= 0)
       detail::throw_formatted("%s: dimension %d has extent %lld; TMA cannot describe an empty tensor", what, d0,
                               t.shape[d0]);
+  for (int d0 = 0; d0 < R; ++d0) {
+    const int td = R - 1 - d0;  // TMA order: innermost first
     if (t.shape[d0] > (1ll << 32))
       detail::throw_formatted("%s: dimension %d has extent %lld, over the TMA limit of 2^32", what, d0, t.shape[d0]);
     d.dims[td] = t.shape[d0];

@@ -67,6 +67,7 @@ struct attention_kernel {
   int seqlen_q = 0, seqlen_k = 0;                       // fixed-length batches
   const int* cu_seqlens_q = nullptr;                    // varlen: sequence b is rows
   const int* cu_seqlens_k = nullptr;                    //   [cu[b], cu[b + 1]) of the packed tensors
+  int max_seqlen_q = 0;                                 // varlen: the longest query sequence allowed
   int group = 1;                                        // query heads per KV head
   float scale_log2 = 0.0f;                              // scale * log2(e)
   int window_left = -1, window_right = -1;
@@ -80,12 +81,28 @@ struct attention_kernel {
   struct sequence {
     int batch, q0, sq, k0, sk;
   };
-  TP_HD sequence sequence_of(int b) const {
-    if (cu_seqlens_q) {
-      const int q0 = cu_seqlens_q[b], k0 = cu_seqlens_k[b];
-      return {0, q0, cu_seqlens_q[b + 1] - q0, k0, cu_seqlens_k[b + 1] - k0};
+  /// Varlen offsets are in device memory, which only the kernel reads. Offsets that leave
+  /// the packed tensors (total_q rows of q, total_k of k) or decrease, and sequences longer
+  /// than max_seqlen_q, fail in the interpreter and TILEPIPE_DEBUG GPU builds; elsewhere
+  /// they are clipped to the tensors and the bound: wrong rows, but nothing read or written
+  /// outside q, k, v, o and lse (the policy of grouped_matmul's group tables).
+  TP_HD sequence sequence_of([[maybe_unused]] const kernel_context& ctx, int b, int total_q, int total_k) const {
+    if (!cu_seqlens_q) return {b, 0, seqlen_q, 0, seqlen_k};
+    const int q0 = cu_seqlens_q[b], q1 = cu_seqlens_q[b + 1], k0 = cu_seqlens_k[b], k1 = cu_seqlens_k[b + 1];
+    if constexpr (debug_checks) {
+      if (q0 < 0 || q1 < q0 || q1 > total_q)
+        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of q, which has %d (cu_seqlens_q must not "
+                   "decrease and must stay within q)", b, q0, q1, total_q);
+      if (k0 < 0 || k1 < k0 || k1 > total_k)
+        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of k and v, which have %d (cu_seqlens_k must "
+                   "not decrease and must stay within k)", b, k0, k1, total_k);
+      if (q1 - q0 > max_seqlen_q)
+        prim::fail(ctx.failure(), "attention: sequence %d has %d query rows, more than max_seqlen_q = %d", b, q1 - q0,
+                   max_seqlen_q);
     }
-    return {b, 0, seqlen_q, 0, seqlen_k};
+    const int qa = clamp_rows(q0, total_q), qb = qa + clamp_rows(q1 - qa, total_q - qa);
+    const int ka = clamp_rows(k0, total_k), kb = ka + clamp_rows(k1 - ka, total_k - ka);
+    return {0, qa, clamp_rows(qb - qa, max_seqlen_q), ka, kb - ka};
   }
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4, q_tile> q, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v,
@@ -97,7 +114,7 @@ struct attention_kernel {
     row_vector<WM> m, l;
 
     auto tile_pipeline = [&](attention_tile t) {
-      const sequence seq = sequence_of(t.batch);
+      const sequence seq = sequence_of(ctx, t.batch, static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]));
       const int row0 = t.m_block * BM;  // the tile's first query row in its sequence
       const int tile_rows = clamp_rows(seq.sq - row0, BM);
       // The KV blocks any of the tile's rows sees.
@@ -240,8 +257,16 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   if (opt.window_left < -1 || opt.window_right < -1)
     detail::throw_formatted("attention: window sizes are -1 (unbounded) or >= 0, got %d and %d", opt.window_left,
                             opt.window_right);
-  host::require_tma_rows(q, "attention", "q"), host::require_tma_rows(k, "attention", "k");
-  host::require_tma_rows(v, "attention", "v"), host::require_tma_rows(o, "attention", "o");
+  // No keys at all (Sk = 0, or a varlen batch whose sequences all have none): every row's
+  // output is 0 and its LSE -inf, which the kernel computes without reading K or V (no KV
+  // block, no pipeline step), as for an empty sequence of a varlen batch. A tensor map
+  // cannot describe an empty tensor, so K and V are then given as one row of Q's memory,
+  // which nothing reads.
+  const bool no_keys = k.shape[1] == 0;
+  const tensor_view<T, 4> keys = no_keys ? tensor_view<T, 4>{q.data, {q.shape[0], 1, hkv, d}, q.stride, q.on_gpu} : k;
+  const tensor_view<T, 4> values = no_keys ? keys : v;
+  host::require_tma_rows(q, "attention", "q"), host::require_tma_rows(keys, "attention", "k");
+  host::require_tma_rows(values, "attention", "v"), host::require_tma_rows(o, "attention", "o");
   const int right = opt.causal ? 0 : opt.window_right;
   const int m_blocks = (max_sq + 127) / 128;
   const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
@@ -249,6 +274,7 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     kern.tiles = attention_tile_order(batches, static_cast<int>(hq), m_blocks > 0 ? m_blocks : 1,
                                       right >= 0 || opt.window_left >= 0);
     kern.seqlen_q = sq, kern.seqlen_k = sk, kern.cu_seqlens_q = cu_q, kern.cu_seqlens_k = cu_k;
+    kern.max_seqlen_q = max_sq;
     kern.group = static_cast<int>(hq / hkv);
     kern.scale_log2 = scale * 1.4426950408889634f;
     kern.window_left = opt.window_left, kern.window_right = right;
@@ -257,10 +283,10 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     kern.lse_batch_stride = hq * sq;
     return kern;
   };
-  if (batches == 0 || max_sq == 0) return;
-  if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, k, v, o, opt);
-  else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, k, v, o, opt);
-  else launch(dev, fill(attention_kernel<T, 256, Blocks::template n<256>>{}), q, k, v, o, opt);
+  if (batches == 0 || max_sq == 0 || hq == 0) return;  // nothing to compute
+  if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, keys, values, o, opt);
+  else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, keys, values, o, opt);
+  else launch(dev, fill(attention_kernel<T, 256, Blocks::template n<256>>{}), q, keys, values, o, opt);
 }
 
 }  // namespace attention_detail
