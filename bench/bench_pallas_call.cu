@@ -53,6 +53,11 @@ void matmul(const tp::device& dev, bench::json& js) {
     const auto [hand2_ms, grouped_ms] = bench::paired_ms([&](int i) { hand_launch(dev, a[i], b[i], c); },
                                                          [&](int i) { grouped.into(dev, a[i], b[i], c); }, sets, 12, 4);
     line(js, "matmul_bf16_" + std::to_string(s) + "_grouped", "TFLOP/s", tflops(hand2_ms), tflops(grouped_ms));
+    // Half as many columns of A per step, so twice the stages fit beside the output block.
+    const auto bk32 = pallas_examples::matmul_grouped<tp::bf16, 128, 256, 6, 2, 32>(s, s, s, 8);
+    const auto [hand5_ms, bk32_ms] = bench::paired_ms([&](int i) { hand_launch(dev, a[i], b[i], c); },
+                                                      [&](int i) { bk32.into(dev, a[i], b[i], c); }, sets, 12, 4);
+    line(js, "matmul_bf16_" + std::to_string(s) + "_grouped_bk32_6_stages", "TFLOP/s", tflops(hand5_ms), tflops(bk32_ms));
     // The hand-written kernel with pallas_call's stage count: how much of the gap is the
     // input stage that the output block's SMEM takes.
     const auto hand3 = matmul_kernel<tp::bf16, 128, 256, 3, 2>::make(s, s, s);

@@ -284,12 +284,12 @@ TEST(PallasCall, OutOfBoundsFillPerSpec) {
   EXPECT_EQ(wrong, 0) << "first: " << first;
 }
 
-template <class T, int BM, int BN, int Stages, int WGs, class Semantics>
+template <class T, int BM, int BN, int Stages, int WGs, class Semantics, int BK = 64>
 void check_matmul(long long M, long long N, long long K) {
   const auto ha = test::random_values<T>(M * K), hb = test::random_values<T>(K * N);
   auto a = tp::tensor<T, 2>::from_host(test::dev(), {M, K}, ha);
   auto b = tp::tensor<T, 2>::from_host(test::dev(), {K, N}, hb);
-  const auto c = pallas_examples::matmul<T, BM, BN, Stages, WGs, Semantics>(M, N, K)(test::dev(), a, b).to_host();
+  const auto c = pallas_examples::matmul<T, BM, BN, Stages, WGs, Semantics, BK>(M, N, K)(test::dev(), a, b).to_host();
   std::vector<double> ref(M * N, 0.0);
   for (long long i = 0; i < M; ++i)
     for (long long k = 0; k < K; ++k)
@@ -313,6 +313,8 @@ TEST(PallasCall, MatmulExample) {
   // Edges in every dimension; n sequential too (the accumulator is reused across C blocks).
   check_matmul<tp::bf16, 128, 64, 2, 2, tp::dimension_semantics_t<parallel, parallel, sequential>>(136, 72, 136);
   check_matmul<tp::f16, 64, 64, 3, 1, tp::dimension_semantics_t<parallel, sequential, sequential>>(70, 136, 200);
+  // 32 columns of A per step (64-byte swizzle), 6 stages; K = 200 ends inside a step.
+  check_matmul<tp::bf16, 128, 64, 6, 2, tp::dimension_semantics_t<parallel, parallel, sequential>, 32>(136, 72, 200);
   // Grid (tile, k) in grouped order: 3 x 3 tiles in bands of 2 rows (the last band 1).
   const long long M = 300, N = 136, K = 72;
   const auto ha = test::random_values<tp::bf16>(M * K), hb = test::random_values<tp::bf16>(K * N);

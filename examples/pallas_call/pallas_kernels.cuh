@@ -58,14 +58,16 @@ struct matmul_body {
 };
 
 /// C (M x N) = A (M x K) * B (K x N), row-major bf16 or f16. Semantics picks which of the
-/// m and n axes are parallel (k is sequential: it accumulates into one output block).
+/// m and n axes are parallel (k is sequential: it accumulates into one output block). BK
+/// columns of A per step: 64 (128-byte swizzled rows) or 32 (64-byte rows, half the SMEM
+/// per stage).
 template <class T, int BM = 128, int BN = 256, int Stages = 4, int WGs = 2,
-          class Semantics = tp::dimension_semantics_t<tp::parallel, tp::parallel, tp::sequential>>
+          class Semantics = tp::dimension_semantics_t<tp::parallel, tp::parallel, tp::sequential>, int BK = 64>
 auto matmul(long long M, long long N, long long K) {
-  using a_tile = tp::tile<tp::block<BM, 64>, tp::swizzle<128>>;
-  using b_tile = tp::tile<tp::block<64, BN>, tp::swizzle<128>>;
+  using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<BK * sizeof(T)>>;
+  using b_tile = tp::tile<tp::block<BK, BN>, tp::swizzle<128>>;
   using c_tile = tp::tile<tp::block<BM, BN>, tp::swizzle<128>>;
-  const int k_steps = cdiv(K, 64);
+  const int k_steps = cdiv(K, BK);
   return tp::pallas_call(matmul_body<BM, BN, WGs>{k_steps}, tp::grid(cdiv(M, BM), cdiv(N, BN), k_steps),
                          tp::in_specs(tp::spec<a_tile>(tp::axes_map<0, 2>{}), tp::spec<b_tile>(tp::axes_map<2, 1>{})),
                          tp::out_specs(tp::spec<c_tile>(tp::axes_map<0, 1>{}, tp::buffered<1>)),
@@ -111,12 +113,12 @@ struct grouped_c_map {
 
 /// The same matmul over grid (tile, k), the tiles in grouped order (what the hand-written
 /// examples/matmul does).
-template <class T, int BM = 128, int BN = 256, int Stages = 4, int WGs = 2>
+template <class T, int BM = 128, int BN = 256, int Stages = 4, int WGs = 2, int BK = 64>
 auto matmul_grouped(long long M, long long N, long long K, int group = 8) {
-  using a_tile = tp::tile<tp::block<BM, 64>, tp::swizzle<128>>;
-  using b_tile = tp::tile<tp::block<64, BN>, tp::swizzle<128>>;
+  using a_tile = tp::tile<tp::block<BM, BK>, tp::swizzle<BK * sizeof(T)>>;
+  using b_tile = tp::tile<tp::block<BK, BN>, tp::swizzle<128>>;
   using c_tile = tp::tile<tp::block<BM, BN>, tp::swizzle<128>>;
-  const int k_steps = cdiv(K, 64), tiles_m = cdiv(M, BM), tiles_n = cdiv(N, BN);
+  const int k_steps = cdiv(K, BK), tiles_m = cdiv(M, BM), tiles_n = cdiv(N, BN);
   const grouped_tiles g{tiles_m, tiles_n, group < tiles_m ? group : tiles_m};
   return tp::pallas_call(matmul_body<BM, BN, WGs, 1>{k_steps}, tp::grid(tiles_m * tiles_n, k_steps),
                          tp::in_specs(tp::spec<a_tile>(grouped_a_map{g}), tp::spec<b_tile>(grouped_b_map{g})),
