@@ -163,6 +163,22 @@ TEST(PallasCall, AliasedOutputUpdatesTheInputInPlace) {
       << e;
 }
 
+TEST(PallasCall, OutputThatIgnoresAParallelAxisIsReported) {
+  // A matmul-like reduction whose k axis was left parallel (the default): every CTA along k
+  // would write the same output block.
+  auto x = tp::tensor<float, 2>::from_host(test::dev(), {16, 96}, test::random_values<float>(16 * 96));
+  auto call = [&](auto semantics) {
+    return test::error_of([&] {
+      tp::pallas_call(sum_over_k{}, tp::grid(2, 1, 3), tp::in_specs(tp::spec<tile>(strided_blocks{1})),
+                      tp::out_specs(tp::spec<tile>(tp::axes_map<0, 1>{})), tp::out_shape(tp::out_type<float>(16, 32)),
+                      semantics)(test::dev(), x);
+    });
+  };
+  const std::string e = call(tp::dimension_semantics<tp::parallel, tp::parallel, tp::parallel>);
+  EXPECT_NE(e.find("output 0's index map does not use parallel grid axis 2 (extent 3)"), std::string::npos) << e;
+  EXPECT_EQ(call(tp::dimension_semantics<tp::parallel, tp::parallel, tp::sequential>), "");  // k sequential: fine
+}
+
 TEST(PallasCall, ParallelAxisTooLargeForTheCudaGridIsReported) {
   auto x = tp::tensor<float, 2>::from_host(test::dev(), {8, 32}, test::random_values<float>(8 * 32));
   const std::string e = test::error_of([&] {

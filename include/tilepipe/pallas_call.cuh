@@ -227,6 +227,28 @@ struct cta_spec<N, Seq, block_spec<Tile, Map, Opts...>> {
   }
 };
 
+/// Every output block is written by one CTA: an output whose index map ignores a parallel
+/// axis (by the axis analysis, or its depends_on) would be written by all the CTAs along it
+/// at once, a race whose result depends on their timing (a reduction axis left parallel,
+/// as it is by default, does that). Reported on the host before the launch. An index map
+/// that uses an axis but still sends two of its indices to one block is not caught.
+template <int N, unsigned Seq, int... E, class... Outs>
+void check_outputs_use_parallel_axes(const grid_t<E...>& grid, const Outs&...) {
+  int operand = 0;
+  auto check = [&]<class Spec>(const Spec*) {
+    if constexpr (requires { Spec::template axes<N>(); }) {
+      for (int a = 0; a < N; ++a)
+        if (!split<N, Seq>::is_sequential(a) && !((Spec::template axes<N>() >> a) & 1u) && grid.extent[a] > 1)
+          detail::throw_formatted("pallas_call: output %d's index map does not use parallel grid axis %d (extent %d), so "
+                                  "the %d CTAs along it would all write the same output blocks at once. Mark the axis "
+                                  "sequential in dimension_semantics (a reduction axis is), or index the output by it",
+                                  operand, a, grid.extent[a], grid.extent[a]);
+    }
+    ++operand;
+  };
+  (check(static_cast<const Outs*>(nullptr)), ...);
+}
+
 /// What a body without scratch gets in its place: nothing.
 struct no_scratch {};
 
@@ -510,6 +532,8 @@ auto pallas_call(Body body, grid_t<E...> grid, in_specs_t<Ins...> ins, out_specs
   if constexpr (!fits) {
     return pipeline_detail::invalid_pipeline{};  // the diagnostic is reported above; calls compile to nothing
   } else {
+    cuda::std::apply([&](const auto&... o) { pallas_detail::check_outputs_use_parallel_axes<N, seq>(grid, o...); },
+                     outs.specs);
     return pallas_detail::launcher<plan, O...>(plan{body, grid, ins.specs, outs.specs}, shapes.shapes);
   }
 }
