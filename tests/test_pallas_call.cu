@@ -83,11 +83,12 @@ struct sum_over_k {
 };
 
 // Column blocks visited in a zigzag (0, cb-1, 1, cb-2, ...): the branch on k keeps the
-// axis analysis from following the map, so the spec declares depends_on and every entry of
-// its block index is recomputed at each step (none is taken as invariant).
+// axis analysis from following the map (it does not compile with probes), so the spec
+// declares depends_on and every entry of its block index is recomputed at each step (none
+// is taken as invariant).
 struct zigzag_columns {
   int col_blocks;
-  TP_HD constexpr auto operator()(int i, int k) const {
+  TP_HD constexpr auto operator()(auto i, auto k) const {
     return tp::idx(i, k % 2 == 0 ? k / 2 : col_blocks - 1 - k / 2);
   }
 };

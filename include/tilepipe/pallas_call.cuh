@@ -137,12 +137,12 @@ inline constexpr unsigned varying_entries_v<probed_index<M...>> = [] {
   return bits;
 }();
 
-/// The entries of Map's block index that a sequential axis moves (all of them when the map
-/// cannot be probed: a spec that declares depends_on).
-template <class Map, int N, unsigned Seq>
+/// The entries of Map's block index that a sequential axis moves: by the probes, or all of
+/// them for a map the probes cannot follow (its spec declares depends_on, and the map may
+/// not even compile with probes).
+template <class Map, int N, unsigned Seq, bool Probed>
 constexpr unsigned varying_entries() {
-  if constexpr (requires { probe_cta_map<Map, Seq>(std::make_index_sequence<N>{}); })
-    return varying_entries_v<decltype(probe_cta_map<Map, Seq>(std::make_index_sequence<N>{}))>;
+  if constexpr (Probed) return varying_entries_v<decltype(probe_cta_map<Map, Seq>(std::make_index_sequence<N>{}))>;
   else return ~0u;
 }
 
@@ -158,7 +158,7 @@ constexpr unsigned varying_entries() {
 /// order divides by run-time extents: four divisions per step otherwise, ahead of every
 /// fetch). Index maps are pure functions of the grid indices (and of scalar-prefetch tables,
 /// which a kernel does not write), as in Pallas.
-template <class Map, int N, unsigned Seq>
+template <class Map, int N, unsigned Seq, bool Probed>
 struct cta_index_map {
   static constexpr int steps_rank = split<N, Seq>::pipeline_rank;
   Map map;
@@ -170,7 +170,7 @@ struct cta_index_map {
   TP_HD constexpr auto operator()(S... seq) const {
     auto b = raw(seq...);
     if constexpr ((std::is_integral_v<S> && ...) && requires { b.v; }) {
-      constexpr unsigned varying = varying_entries<Map, N, Seq>();
+      constexpr unsigned varying = varying_entries<Map, N, Seq, Probed>();
       for (int c = 0; c < decltype(b)::rank; ++c)
         if (!((varying >> c) & 1u)) b.v[c] = invariant.v[c];
     }
@@ -218,7 +218,8 @@ struct cta_spec {  // gmem_spec: passed through
 };
 template <int N, unsigned Seq, class Tile, class Map, class... Opts>
 struct cta_spec<N, Seq, block_spec<Tile, Map, Opts...>> {
-  using type = block_spec<Tile, cta_index_map<Map, N, Seq>, typename cta_option<Seq, Opts>::type...>;
+  using type = block_spec<Tile, cta_index_map<Map, N, Seq, !has_option_v<depends_on_tag, Opts...>>,
+                          typename cta_option<Seq, Opts>::type...>;
   TP_HD static type make(const block_spec<Tile, Map, Opts...>& s, const int (&fixed)[N]) {
     type t{{s.index_map, {}}};
     for (int a = 0; a < N; ++a) t.index_map.fixed[a] = fixed[a];
