@@ -63,17 +63,32 @@ template <int R>
 inline constexpr option<memory_registers_tag, R> memory_registers{};
 
 namespace pipeline_detail {
-/// Where a warp-specialised split gives its registers back: the compute warpgroups arrive
-/// after their setmaxnreg.dec, the memory warpgroup waits for them before its
-/// setmaxnreg.inc (one pool per CTA: taken back earlier, the compute warpgroups' increase
-/// could wait forever). A named barrier of its own, arrive on one side and sync on the
-/// other (compute-sanitizer's synccheck reports a whole-CTA bar.sync reached from two
-/// instructions as divergence).
-TP_HD inline void registers_returned(const kernel_context& k) {
-  prim::named_barrier_arrive(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
-}
-TP_HD inline void wait_until_registers_returned(const kernel_context& k) {
-  prim::named_barrier_sync(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
+/// A warp-specialised CTA's two roles under the register split Regs: the memory warpgroup
+/// runs `memory` on Regs::memory registers per thread, the compute warpgroups run
+/// `compute` (this one is compute warpgroup `compute_index`) on Regs::compute; all end on
+/// the launch's count. The registers go back through a named barrier of their own: the
+/// compute warpgroups arrive after their setmaxnreg.dec, and the memory warpgroup waits for
+/// them before its setmaxnreg.inc. There is one pool per CTA, so if the memory warpgroup
+/// took its registers back earlier (a CTA with no work does), the compute warpgroups'
+/// increase could wait forever (seen on the GPU). One side arrives and the other syncs:
+/// compute-sanitizer's synccheck reports a whole-CTA bar.sync reached from two
+/// instructions as divergence.
+template <class Regs, class Memory, class Compute>
+TP_HD TP_FORCEINLINE void run_register_split(const kernel_context& k, bool is_memory, int compute_index,
+                                             Memory&& memory, Compute&& compute) {
+  if (is_memory) {
+    prim::setmaxnreg_dec<Regs::memory>();
+    k.profile_set_role(profile_role::memory);
+    memory();
+    prim::named_barrier_sync(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
+    prim::setmaxnreg_inc<Regs::launch_cap>();
+  } else {
+    prim::setmaxnreg_inc<Regs::compute>();
+    k.profile_set_role(profile_role::compute, compute_index);
+    compute();
+    prim::setmaxnreg_dec<Regs::launch_cap>();
+    prim::named_barrier_arrive(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
+  }
 }
 }  // namespace pipeline_detail
 
@@ -193,20 +208,9 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const std::uint32_t mark = k.smem_mark();
     auto a = get_allocations(k, gmem...);
     const auto refs = cuda::std::tie(gmem...);
-    // Registers go back through the handoff barrier (one pool per CTA).
-    if (k.thread_index() == MemIdx) {
-      prim::setmaxnreg_dec<regs::memory>();
-      k.profile_set_role(profile_role::memory);
-      memory_role(k, a, refs, true);
-      pipeline_detail::wait_until_registers_returned(k);
-      prim::setmaxnreg_inc<regs::launch_cap>();
-    } else {
-      prim::setmaxnreg_inc<regs::compute>();
-      k.profile_set_role(profile_role::compute, k.thread_index() < MemIdx ? k.thread_index() : k.thread_index() - 1);
-      compute_role(k, a, refs);
-      prim::setmaxnreg_dec<regs::launch_cap>();
-      pipeline_detail::registers_returned(k);
-    }
+    const int t = k.thread_index();
+    pipeline_detail::run_register_split<regs>(
+        k, t == MemIdx, t < MemIdx ? t : t - 1, [&] { memory_role(k, a, refs, true); }, [&] { compute_role(k, a, refs); });
     k.sync_threads();
     k.smem_release(mark);
   }
@@ -607,7 +611,6 @@ TP_HD auto emit_pipeline_warp_specialized(Body body, grid_t<E...> grid, in_specs
 template <int NumCompute, int MemoryRegs, int MemoryIdx, class F>
 TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, MemoryIdx> split, const kernel_context& k,
                                 int first, int end, int stride, F&& f) {
-  using regs = typename decltype(split)::registers;
   auto loop = [&](auto role) {
     for (int item = first; item < end; item += stride) {
       const bool is_first = item == first, is_last = item + stride >= end;
@@ -620,21 +623,8 @@ TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, Memo
       k.profile_end(profile_kind::tile, -1, item);
     }
   };
-  // Registers go back through the handoff barrier: a CTA with no items would otherwise
-  // take them back before the compute warpgroups' increase (a hang, seen on the GPU).
-  if (split.is_memory(k)) {
-    prim::setmaxnreg_dec<regs::memory>();
-    k.profile_set_role(profile_role::memory);
-    loop(memory_role_t{});
-    pipeline_detail::wait_until_registers_returned(k);
-    prim::setmaxnreg_inc<regs::launch_cap>();
-  } else {
-    prim::setmaxnreg_inc<regs::compute>();
-    k.profile_set_role(profile_role::compute, split.compute_index(k));
-    loop(compute_role_t{});
-    prim::setmaxnreg_dec<regs::launch_cap>();
-    pipeline_detail::registers_returned(k);
-  }
+  pipeline_detail::run_register_split<typename decltype(split)::registers>(
+      k, split.is_memory(k), split.compute_index(k), [&] { loop(memory_role_t{}); }, [&] { loop(compute_role_t{}); });
 }
 
 }  // namespace tilepipe
