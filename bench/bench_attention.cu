@@ -4,7 +4,8 @@
 // events, 3 warm-up batches, the median of 15, inputs rotated through enough sets to
 // exceed 200 MB (L2 holds none of them). FLOPs: 4 b hq sq sk d, halved when causal.
 //   bench_attention --shapes bench/attention_shapes.txt --json out.json [--only N]
-// Built once per KV block choice: TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256 (default: the library's).
+// Built once per KV block choice: TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256 and TP_ATTN_N128_MASKED
+// (default: the library's).
 #include <tilepipe/kernels/attention.cuh>
 
 #include "bench_util.hpp"
@@ -14,7 +15,10 @@
 #include <sstream>
 
 #ifdef TP_ATTN_N64
-using blocks = tp::attention_blocks<TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256>;
+#ifndef TP_ATTN_N128_MASKED
+#define TP_ATTN_N128_MASKED 128
+#endif
+using blocks = tp::attention_blocks<TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256, TP_ATTN_N128_MASKED>;
 #else
 using blocks = tp::attention_blocks<>;
 #endif
@@ -59,7 +63,7 @@ std::string run(const tp::device& dev, const config& c) {
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
   const double flops = 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
-  std::printf("tilepipe[%d] b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n", c.d == 64 ? blocks::n<64> : c.d == 128 ? blocks::n<128> : blocks::n<256>, c.b, c.sq,
+  std::printf("tilepipe[%d] b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n", c.d == 64 ? blocks::n<64> : c.d == 128 ? (c.causal ? blocks::n<128, true> : blocks::n<128>) : blocks::n<256>, c.b, c.sq,
               c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str(), med, flops / (med * 1e-3) / 1e12);
   std::fflush(stdout);
   char buf[160];

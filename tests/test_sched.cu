@@ -58,6 +58,44 @@ TEST(Sched, TileOrdersVisitEveryTileOnceInBands) {
       }
 }
 
+// The attention tile order: every (batch, head, row block) once; without a mask row blocks
+// of a head side by side; with one, heaviest (highest row block) first, and round-robin
+// workers taking alternate waves in opposite directions, so that causal loads (row block m
+// costs m + 1) end within one tile's cost of each other.
+TEST(Sched, AttentionTilesVisitEveryTileOnceAndBalanceCausalLoads) {
+  for (int batches : {1, 3})
+    for (int heads : {1, 5, 16})
+      for (int m_blocks : {1, 7, 16, 128})
+        for (int workers : {1, 4, 132})
+          for (bool heaviest_first : {false, true}) {
+            const tp::attention_tile_order order(batches, heads, m_blocks, heaviest_first, workers);
+            const int tiles = batches * heads * m_blocks;
+            ASSERT_EQ(order.tiles(), tiles);
+            std::vector<int> seen(tiles, 0);
+            std::vector<long long> load(workers, 0);
+            int previous_m = m_blocks;
+            for (int j = 0; j < tiles; ++j) {
+              const tp::attention_tile t = order.at(j);
+              ASSERT_TRUE(t.batch >= 0 && t.batch < batches && t.head >= 0 && t.head < heads && t.m_block >= 0 &&
+                          t.m_block < m_blocks);
+              ++seen[(t.batch * heads + t.head) * m_blocks + t.m_block];
+              load[j % workers] += t.m_block + 1;
+              const tp::attention_tile by_id = order.tile(j);
+              if (!heaviest_first) {
+                ASSERT_EQ(t.m_block, j % m_blocks) << "row blocks of one head side by side";
+              } else {
+                ASSERT_LE(by_id.m_block, previous_m) << "heaviest first";
+                previous_m = by_id.m_block;
+              }
+            }
+            for (int c : seen) ASSERT_EQ(c, 1);
+            if (heaviest_first && tiles >= 2 * workers) {
+              const auto [lo, hi] = std::minmax_element(load.begin(), load.end());
+              EXPECT_LE(*hi - *lo, 2LL * m_blocks) << batches << "x" << heads << "x" << m_blocks << " on " << workers;
+            }
+          }
+}
+
 // Stream-K: every step of every tile runs exactly once; each split tile has one owner,
 // which runs its last step and collects exactly the partial sums of the other workers that
 // ran parts of it, all lower-numbered and each published before the worker's other pieces;

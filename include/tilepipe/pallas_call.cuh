@@ -130,8 +130,8 @@ template <class R>
 inline constexpr unsigned varying_entries_v = ~0u;  // not probed: every entry may vary
 template <int R>
 inline constexpr unsigned varying_entries_v<index<R>> = 0u;  // constants and parallel indices only
-template <unsigned... M>
-inline constexpr unsigned varying_entries_v<probed_index<M...>> = [] {
+template <bool A, unsigned... M>
+inline constexpr unsigned varying_entries_v<probed_index<A, M...>> = [] {
   unsigned bits = 0, c = 0;
   ((bits |= (M != 0 ? 1u << c : 0u), ++c), ...);
   return bits;

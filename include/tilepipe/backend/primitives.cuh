@@ -62,6 +62,11 @@ TP_HD TP_FORCEINLINE int thread_in_warpgroup();
 TP_HD TP_FORCEINLINE int warpgroup_threads();
 /// The calling warpgroup's index in its CTA.
 TP_HD TP_FORCEINLINE int warpgroup_index();
+/// The same, as a value the compiler knows to be equal in all lanes of the warp (on the GPU
+/// lane 0's, broadcast; the whole warp must call it converged). Code that branches on it or
+/// builds wgmma descriptors from it then stays in uniform registers: without it, every
+/// descriptor is built per thread and moved to uniform registers (R2UR) at each use.
+TP_HD TP_FORCEINLINE int uniform_warpgroup_index();
 /// This CTA's rank in its thread-block cluster, and the cluster's size (1 without clusters).
 TP_HD TP_FORCEINLINE int cluster_rank();
 TP_HD TP_FORCEINLINE int cluster_size();
@@ -198,9 +203,18 @@ TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_
 ///   for_each<R0, C0, Rs, Cs>(f, v...)
 ///                              f(element of each v..., tile_index) for every element this thread holds
 ///                              in that window, of several storages in lockstep
+///   for_each_pair(f, v)        f(x, y, tile_index of x) for every pair of elements this thread holds in
+///                              columns c, c + 1 of one row (c even): the whole tile, pair by pair
 ///   reduce_rows(v, init, f, out)
 ///                              out[s]: f folded over every column of the row of slot s, from init,
 ///                              across the threads that share the row
+///   reduce_rows_in_thread(v, init, f, out)
+///                              the same over the columns this thread holds only (the whole row in the
+///                              interpreter); row_registers::combine folds such partial results across
+///                              the threads that share a row
+///   first_column()             the column of this thread's first element: an element's column minus it
+///                              is a compile-time constant of the unrolled for_each on the GPU (0 in the
+///                              interpreter)
 ///   pin(v)                     keeps the compiler from moving accesses of v across a wgmma wait
 ///   has_matrix_store, matrix_store<R0, C0, U>(dst, v)
 ///                              whether the backend writes 16-bit 8 x 8 matrices in one instruction; that
@@ -208,7 +222,7 @@ TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_
 template <int M, int N>
 struct tile_registers;
 /// How a warpgroup holds one value per row of an M-row tile: `slots` values per thread, row(s) the
-/// row of slot s.
+/// row of slot s; combine(v, f) folds each slot with f across the threads that share its row.
 template <int M>
 struct row_registers;
 

@@ -4,7 +4,8 @@
 // Options: tp::delay_release<d>, tp::buffered<n> (slots for this operand), tp::depends_on<axes...>
 // (declares the grid axes the map uses, for maps the probe analysis cannot follow),
 // tp::multicast<c> (the block is shared by the c CTAs of a cluster), tp::manual_ready (the
-// body waits for the block itself).
+// body waits for the block itself), tp::streamed (a new block every step, never compared),
+// tp::waited_by<w> (one compute warpgroup waits for the blocks; warp-specialised inputs).
 // tp::gmem_spec passes an operand through in global memory (no copies; nested pipelines).
 #pragma once
 
@@ -93,6 +94,29 @@ struct manual_ready_tag;
 /// before it needs V) overlaps the copy. Both pipelines.
 inline constexpr option<manual_ready_tag, true> manual_ready{};
 
+struct streamed_tag;
+/// A new block at every step (an input's option): the pipeline takes the next slot at every
+/// step without comparing block indices, and releases the block after the step (CUTLASS's
+/// mainloop, Pallas GPU's semantics). An index map affine in the step of a one-axis grid
+/// (tp::idx(m, k), tp::idx(row0 + s * n)) streams without the option: consecutive steps
+/// then read different blocks anyway. With the option, a block index that repeats is
+/// fetched again into the next slot instead of being kept. Both pipelines.
+inline constexpr option<streamed_tag, true> streamed{};
+
+struct waited_by_tag;
+template <int W>
+struct waited_by_t : option<waited_by_tag, W> {
+  static_assert(W >= 0 && W <= 2, "tilepipe: waited_by<w> names a compute warpgroup (0 .. num_compute_wgs - 1)");
+};
+/// Only compute warpgroup W waits for this input's blocks to land (an option of
+/// emit_pipeline_warp_specialized's inputs). Every other compute warpgroup must read a block
+/// only after it synchronised with W after W's wait: a tp::turn_order in which W's turn
+/// comes first does this (FlashAttention-3's K and V). The others skip a barrier poll per
+/// block; a warpgroup that reads without the order is a race the interpreter reports
+/// ("missing wait").
+template <int W>
+inline constexpr waited_by_t<W> waited_by{};
+
 namespace detail {
 /// The largest and the smallest of a non-empty list (a compile-time fold over a pack).
 constexpr int largest(std::initializer_list<int> xs) {
@@ -118,12 +142,21 @@ struct block_spec {
   static constexpr int multicast = option_v<multicast_tag, 1, Opts...>;
   static constexpr int multicast_axis = detail::multicast_axis<Opts...>();  // -1: the whole cluster
   static constexpr bool manual_ready = option_v<manual_ready_tag, false, Opts...>;
+  static constexpr int waited_by = option_v<waited_by_tag, -1, Opts...>;  // -1: every compute warpgroup
+  static constexpr bool streamed_option = option_v<streamed_tag, false, Opts...>;
 
   /// Grid axes the index map depends on (bit a = axis a).
   template <int GridRank>
   static constexpr unsigned axes() {
     if constexpr (has_option_v<depends_on_tag, Opts...>) return option_v<depends_on_tag, 0u, Opts...>;
     else return axes_used_v<Map, GridRank>;
+  }
+  /// Whether every step takes a new block (tp::streamed, or a map affine in the one grid axis).
+  template <int GridRank>
+  static constexpr bool streams() {
+    if constexpr (streamed_option) return true;
+    else if constexpr (has_option_v<depends_on_tag, Opts...> || GridRank != 1) return false;
+    else return axes<1>() == 1u && affine_map_v<Map, 1>;
   }
 
   Map index_map;

@@ -46,12 +46,14 @@ struct attention_options {
 };
 
 /// KV block rows per head dimension: the fastest measured that fit SMEM with Q, two K and two
-/// V slots (docs/benchmarks.md; 80 at head dim 256 fills 224 KB); bench/bench_attention_b2
-/// and _b3 try others.
-template <int N64 = 192, int N128 = 128, int N256 = 80>
+/// V slots (docs/benchmarks.md; 80 at head dim 256 fills 224 KB). At head dim 128 a causal or
+/// local mask takes blocks of 128 (FlashAttention-3's choice too): a masked block's columns
+/// past the diagonal are wasted work, and 128-row blocks line up with 128-row query tiles.
+/// bench/variants.sh tries others (TP_ATTN_N64 ... of bench_attention).
+template <int N64 = 192, int N128 = 176, int N256 = 80, int N128Masked = 128>
 struct attention_blocks {
-  template <int D>
-  static constexpr int n = D == 64 ? N64 : D == 128 ? N128 : N256;
+  template <int D, bool Masked = false>
+  static constexpr int n = D == 64 ? N64 : D == 128 ? (Masked ? N128Masked : N128) : N256;
 };
 
 template <class T, int D, int BN = attention_blocks<>::n<D>>
@@ -62,6 +64,9 @@ struct attention_kernel {
   static constexpr int BM = 128, WM = 64;  // query rows per tile and per compute warpgroup
   using q_tile = tile<block<squeezed, element(BM), squeezed, D>, swizzle<128>>;
   using kv_tile = tile<block<squeezed, element(BN), squeezed, D>, swizzle<128>>;
+  // Q in two slots where SMEM holds them beside two K and two V slots: the next tile's Q
+  // then lands while this tile runs (with one, its load starts after this tile's last Q K^T).
+  static constexpr int q_slots = 2 * BM * D * sizeof(T) + 4 * BN * D * sizeof(T) + 1024 <= smem_capacity ? 2 : 1;
 
   attention_tile_order tiles;
   int seqlen_q = 0, seqlen_k = 0;                       // fixed-length batches
@@ -109,9 +114,14 @@ struct attention_kernel {
                         gmem<T, 4> o) const {
     const int ci = ws.compute_index(ctx);
     const turn_order<2> turns{ci};
-    accumulator<WM, D> acc_o;  // the compute warpgroups' state
-    operand_fragment<T, WM, BN> p;  // P, packed as the A operand of P V
+    // The compute warpgroups' state: O, P packed as the A operand of P V, the running row
+    // maxima and this thread's share of the row sums (finished once, in the epilogue).
+    accumulator<WM, D> acc_o;
+    operand_fragment<T, WM, BN> p;
     row_vector<WM> m, l;
+    // V is read one step after it lands: the block of the previous step and its release.
+    pending_block<smem<T, kv_tile>> v_prev{};
+    consumed_token v_prev_done{};
 
     auto tile_pipeline = [&](attention_tile t) {
       const sequence seq = sequence_of(ctx, t.batch, static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]));
@@ -123,63 +133,80 @@ struct attention_kernel {
       const int key_begin = window_left >= 0 ? max(0, row0 + shift - window_left) : 0;
       const int n_lo = key_begin / BN, n_hi = key_end > 0 ? (key_end + BN - 1) / BN : 0;
       const int blocks = tile_rows > 0 && n_hi > n_lo ? n_hi - n_lo : 0;
-      const int steps = blocks > 0 ? blocks + 1 : 0;  // V lags K by one step
       const int kv_head = t.head / group;
 
-      // Every step issues both wgmmas, so that their issue is never under a branch (ptxas
-      // serialises every wgmma of a kernel whose register operands it must guard on a
-      // divergent path): step 0's P V multiplies the zero P, and the extra last step's
-      // Q K^T re-reads the last K block and is masked away.
-      auto body = [&, seq, n_lo, blocks, shift, q_first = row0 + ci * WM](index<1> at, auto q_s, auto k_s, auto v_s) {
+      // Step s reads KV block n_hi - 1 - s (the last first, as FlashAttention-3: the block
+      // that crosses the sequence's end or the causal diagonal comes first, in the step with
+      // the mask), issues S = Q K^T of its block and O += P V of the previous one. Blocks
+      // n >= mask_hi cross the sequence's end or the right window edge of one of this
+      // warpgroup's rows, blocks n < mask_lo its left window edge: those run with the mask.
+      const int q_first = row0 + ci * WM, q_last = q_first + WM - 1;
+      const int visible_end = window_right >= 0 ? min(seq.sk, q_first + shift + window_right + 1) : seq.sk;
+      const int mask_hi = max(visible_end, 0) / BN;
+      const int left_edge = window_left >= 0 ? q_last + shift - window_left : 0;
+      const int mask_lo = left_edge > 0 ? (left_edge + BN - 1) / BN : 0;
+      auto body = [&, seq, n_hi, shift, q_first, mask_hi, mask_lo](index<1> at, auto q_s, auto k_s, auto v_s,
+                                                                     consumed_token q_done, consumed_token k_done,
+                                                                     consumed_token v_done) {
         const int s = at[0];
-        const int key0 = (n_lo + s) * BN;
-        const bool extra = s == blocks;
-        // Blocks that cross the sequence's end or the causal / local window's edges.
-        const bool masked = extra || key0 + BN > seq.sk ||
-                            (window_right >= 0 && key0 + BN - 1 > q_first + shift + window_right) ||
-                            (window_left >= 0 && key0 < q_first + WM - 1 + shift - window_left);
-        auto step = [&](auto with_mask) {
+        const int n = n_hi - 1 - s, key0 = n * BN;
+        const bool masked = n >= mask_hi || n < mask_lo;
+        auto step = [&](auto first, auto with_mask) {
           accumulator<WM, BN> acc_s;
           turns.take([&] {
             wgmma(acc_s, rows<WM>(q_s, ci * WM), transpose(k_s), false);
-            wgmma(acc_o, p, v_s);
+            if constexpr (!first) wgmma(acc_o, p, v_prev.wait());
           });
-          wgmma_wait<1>(acc_s);
+          wgmma_wait<first ? 0 : 1>(acc_s);  // S is ready; P V still runs
+          k_done.arrive();  // K's last reader is done: its slot refills under the softmax
+          q_done.arrive();  // (Q's only after the tile's last Q K^T)
           profile_scope softmax_scope(ctx, "softmax");  // on the timeline: the ping-pong (docs/guide.md)
           if constexpr (with_mask) {
             mask_columns(acc_s, [&](int r) {  // row r sees keys [row - left, row + right] of the sequence
               const int row = q_first + r + shift - key0;
-              const int hi = extra ? 0 : min(seq.sk - key0, BN);
+              const int hi = min(seq.sk - key0, BN);
               return column_range{window_left >= 0 ? row - window_left : 0,
                                   window_right >= 0 ? min(hi, row + window_right + 1) : hi};
             }, -INFINITY);
           }
-          // Online softmax in log2 units: m is the running max of s * scale * log2(e).
+          // Online softmax in log2 units: m is the running max of s * scale * log2(e). Only a
+          // masked block can leave a row without keys (m = -inf, which exp2 must not see).
           const row_vector<WM> m_new = max(m, row_max(acc_s) * scale_log2);
-          const row_vector<WM> m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
+          row_vector<WM> m_use = m_new;
+          if constexpr (with_mask) m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
           const row_vector<WM> alpha = exp2(m - m_use);
           const float sl2 = scale_log2;
           auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
-          l = l * alpha + row_sum(probs);
+          l = l * alpha + partial_row_sum(probs);
           m = m_new;
-          pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
-          wgmma_wait<0>(acc_o, p);
-          acc_o = acc_o * alpha;
+          if constexpr (!first) {
+            pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
+            wgmma_wait<0>(acc_o, p);
+            v_prev_done.arrive();
+            acc_o = acc_o * alpha;
+          }
           p = to_operand<T>(probs);
+          v_prev = v_s, v_prev_done = v_done;
         };
-        // Two copies of the step, the mask only in the edge blocks' (FlashAttention-3 splits
-        // its loop likewise): a mask under a branch inside the one step costs registers
-        // and scheduling freedom in every block (docs/benchmarks.md).
-        if (masked) step(std::true_type{});
-        else step(std::false_type{});
+        // Three copies of the step: the first (no P V yet, and the mask), and the others with
+        // and without the mask (FlashAttention-3 splits its loop likewise): a mask under a
+        // branch inside one step costs registers and scheduling freedom in every block.
+        if (s == 0) step(std::true_type{}, std::true_type{});
+        else if (masked) step(std::false_type{}, std::true_type{});
+        else step(std::false_type{}, std::false_type{});
       };
 
-      auto context = compute_context([&, seq, t, row0, tile_rows](auto pipeline) {
+      auto context = compute_context([&, seq, t, row0, tile_rows, blocks](auto pipeline) {
         acc_o = zeros<float, WM, D>();
-        p = to_operand<T>(zeros<float, WM, BN>());
         m = full<row_vector<WM>>(-INFINITY);
         l = full<row_vector<WM>>(0.0f);
         pipeline();
+        if (blocks > 0) {  // the last block's P V
+          turns.take([&] { wgmma(acc_o, p, v_prev.wait()); });
+          wgmma_wait<0>(acc_o, p);
+          v_prev_done.arrive();
+        }
+        l = finish_row_sum(l);
         acc_o = acc_o * map(l, [](float x) { return x > 0.0f ? 1.0f / x : 0.0f; });
         const int my_row0 = row0 + ci * WM, my_rows = clamp_rows(tile_rows - ci * WM, WM);
         if (my_rows == 0) return;
@@ -194,13 +221,17 @@ struct attention_kernel {
           store(dst, lse_rows);
         }
       });
-      const int qb = seq.batch, q_row = seq.q0 + row0, k_row = seq.k0 + n_lo * BN, last = blocks - 1, head = t.head;
+      // K and V stream (their maps are affine in the step: a new block every step, no index
+      // compares), and only compute warpgroup 0 waits for them to land: the turn order puts
+      // warpgroup 1's wgmmas behind warpgroup 0's, which came after its wait.
+      const int qb = seq.batch, q_row = seq.q0 + row0, k_top = seq.k0 + (n_hi - 1) * BN, head = t.head;
       auto q_map = [=](auto) { return idx(qb, q_row, head, 0); };
-      auto k_map = [=](auto s) { return idx(qb, k_row + min(s, last) * BN, kv_head, 0); };
-      auto v_map = [=](auto s) { return idx(qb, k_row + max(s - 1, 0) * BN, kv_head, 0); };
-      return emit_pipeline_warp_specialized(body, grid(steps),
-                                            in_specs(spec<q_tile>(q_map), spec<kv_tile>(k_map), spec<kv_tile>(v_map)),
-                                            out_specs(), ws, max_concurrent_steps<2>, context);
+      auto kv_map = [=](auto s) { return idx(qb, k_top - s * BN, kv_head, 0); };
+      return emit_pipeline_warp_specialized(
+          body, grid(blocks),
+          in_specs(spec<q_tile>(q_map, waited_by<0>, buffered<q_slots>), spec<kv_tile>(kv_map, waited_by<0>),
+                   spec<kv_tile>(kv_map, manual_ready, waited_by<0>)),
+          out_specs(), ws, max_concurrent_steps<2>, manual_consumed_barriers, context);
     };
     using pipeline = decltype(tile_pipeline(attention_tile{}));
     static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(q), decltype(k), decltype(v)>,
@@ -215,8 +246,8 @@ struct attention_kernel {
     if (!ws.is_memory(ctx)) turns.finish();
   }
 
-  tilepipe::launch_config config(int sms, void* stream, profiler* profile = nullptr) const {
-    return {.grid = {tiles.tiles() < sms ? tiles.tiles() : sms}, .stream = stream, .profile = profile};
+  tilepipe::launch_config config(int workers, void* stream, profiler* profile = nullptr) const {
+    return {.grid = {workers}, .stream = stream, .profile = profile};
   }
 };
 
@@ -229,11 +260,16 @@ tensor_view<T, 4> batch_of_one(const tensor_view<T, 3>& t) {
           t.on_gpu};
 }
 
+/// The workers of a launch: one per SM (four in the interpreter), at most one per tile.
+inline int attention_workers(const device& dev, int tiles) {
+  const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
+  return tiles < sms ? tiles : sms;
+}
+
 template <class T, int D, int BN>
 void launch(const device& dev, attention_kernel<T, D, BN> kern, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
             const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt) {
-  const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
-  kernel(kern, kern.config(sms, opt.stream, opt.profile))(dev, q, k, v, o);
+  kernel(kern, kern.config(attention_workers(dev, kern.tiles.tiles()), opt.stream, opt.profile))(dev, q, k, v, o);
 }
 
 /// Checks the shapes, fills in the kernel's parameters and dispatches on the head dim.
@@ -270,9 +306,11 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   const int right = opt.causal ? 0 : opt.window_right;
   const int m_blocks = (max_sq + 127) / 128;
   const float scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
+  const bool masked = right >= 0 || opt.window_left >= 0;
   auto fill = [&](auto kern) {
-    kern.tiles = attention_tile_order(batches, static_cast<int>(hq), m_blocks > 0 ? m_blocks : 1,
-                                      right >= 0 || opt.window_left >= 0);
+    const int tiles = batches * static_cast<int>(hq) * (m_blocks > 0 ? m_blocks : 1);
+    kern.tiles = attention_tile_order(batches, static_cast<int>(hq), m_blocks > 0 ? m_blocks : 1, masked,
+                                      attention_workers(dev, tiles));
     kern.seqlen_q = sq, kern.seqlen_k = sk, kern.cu_seqlens_q = cu_q, kern.cu_seqlens_k = cu_k;
     kern.max_seqlen_q = max_sq;
     kern.group = static_cast<int>(hq / hkv);
@@ -285,6 +323,7 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   };
   if (batches == 0 || max_sq == 0 || hq == 0) return;  // nothing to compute
   if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, keys, values, o, opt);
+  else if (d == 128 && masked) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128, true>>{}), q, keys, values, o, opt);
   else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, keys, values, o, opt);
   else launch(dev, fill(attention_kernel<T, 256, Blocks::template n<256>>{}), q, keys, values, o, opt);
 }

@@ -170,6 +170,25 @@ TP_HD TP_FORCEINLINE row_vector<M> row_sum(const fragment<T, M, N>& x) {
   return detail::reduce_rows(x, 0.0f, [](float a, float b) { return a + b; });
 }
 
+/// Row sums left unfinished: this thread's share of each of its rows (on the GPU, the four
+/// threads that share a row hold a quarter of its columns each; in the interpreter the whole
+/// sum). Scaling and adding such partial sums step after step and finishing them once with
+/// tp::finish_row_sum gives the row sums: an online softmax saves the exchange between
+/// threads at every step (FlashAttention-3 defers its row-sum reduction the same way).
+///     l = l * alpha + tp::partial_row_sum(p);   ...   l = tp::finish_row_sum(l);
+template <class T, int M, int N>
+TP_HD TP_FORCEINLINE row_vector<M> partial_row_sum(const fragment<T, M, N>& x) {
+  row_vector<M> r;
+  prim::tile_registers<M, N>::reduce_rows_in_thread(x.v, 0.0f, [](float a, float b) { return a + b; }, r.v);
+  return r;
+}
+/// The row sums of partial sums (tp::partial_row_sum) the threads sharing each row hold.
+template <int M>
+TP_HD TP_FORCEINLINE row_vector<M> finish_row_sum(row_vector<M> partial) {
+  prim::row_registers<M>::combine(partial.v, [](float a, float b) { return a + b; });
+  return partial;
+}
+
 /// out(r, c) = f(x(r, c), rv(r)): broadcasts a row vector along the columns.
 template <class F, class T, int M, int N>
 TP_HD TP_FORCEINLINE fragment<T, M, N> broadcast_rows(const fragment<T, M, N>& x, const row_vector<M>& rv, F&& f) {
@@ -190,13 +209,21 @@ struct column_range {
 template <class T, int M, int N, class Bounds>
 TP_HD TP_FORCEINLINE void mask_columns(fragment<T, M, N>& x, Bounds&& bounds, float fill) {
   using rows = prim::row_registers<M>;
+  using tiles = prim::tile_registers<M, N>;
+  // The bounds move by the thread's first column once per row, so that each element compares
+  // a compile-time column offset (FlashAttention-3's mask) instead of its column index.
+  const int first = tiles::first_column();
   column_range kept[rows::slots];
 #pragma unroll
-  for (int s = 0; s < rows::slots; ++s) kept[s] = bounds(rows::row(s));
-  prim::tile_registers<M, N>::template for_each<0, 0, M, N>(
+  for (int s = 0; s < rows::slots; ++s) {
+    const column_range b = bounds(rows::row(s));
+    kept[s] = {b.begin - first, b.end - first};
+  }
+  tiles::template for_each<0, 0, M, N>(
       [&](T& e, prim::tile_index i) {
         const column_range k = kept[i.row_slot];
-        e = i.col >= k.begin && i.col < k.end ? e : from_float<T>(fill);
+        const int c = i.col - first;
+        e = c >= k.begin && c < k.end ? e : from_float<T>(fill);
       },
       x.v);
 }

@@ -51,9 +51,10 @@ class scalar_table {
     }
     return smem_[i];
   }
-  /// In an index map's analysis: the entry depends on the axes its index does.
-  template <unsigned Mask>
-  TP_HD constexpr axis_probe<Mask> operator[](axis_probe<Mask>) const {
+  /// In an index map's analysis: the entry depends on the axes its index does (and is not
+  /// affine in them: a table is any function).
+  template <unsigned Mask, bool Affine>
+  TP_HD constexpr axis_probe<Mask, false> operator[](axis_probe<Mask, Affine>) const {
     return {};
   }
 

@@ -1,10 +1,13 @@
-// Moving register fragments to and from shared memory (any layout, swizzled included).
+// Moving register fragments to and from shared memory (any layout, swizzled included), and
+// to global memory.
 #pragma once
 
 #include "../core/refs.cuh"
 #include "../core/static_for.cuh"
 #include "fragment.cuh"
 #include "smem_access.cuh"
+
+#include <cstdint>
 
 namespace tilepipe {
 
@@ -55,10 +58,30 @@ TP_HD TP_FORCEINLINE void store(const Ref& dst, const fragment<T, M, N>& f) {
 /// Writes a fragment into a 2-D GMEM view, converting to the view's type; rows and columns
 /// past the view's extent are dropped, as TMA drops them. For epilogues that cannot use TMA
 /// (the rows of a packed sequence end anywhere): each thread stores its own elements.
+/// Where rows are contiguous and aligned for it, two neighbouring 16-bit elements of a row
+/// go out in one 4-byte store.
 template <class T, int M, int N, class U, class... Tiles>
 TP_HD TP_FORCEINLINE void store(const gmem_ref<U, 2, Tiles...>& dst, const fragment<T, M, N>& f) {
+  const long long rows = dst.shape[0], cols = dst.shape[1];
+  if constexpr (sizeof(U) == 2) {
+    const bool paired = dst.stride[1] == 1 && dst.stride[0] % 2 == 0 && reinterpret_cast<std::uintptr_t>(dst.data) % 4 == 0;
+    if (paired) {
+      struct alignas(4) pair {
+        U x, y;
+      };
+      prim::tile_registers<M, N>::for_each_pair(
+          [&](const T& x, const T& y, prim::tile_index e) {
+            if (e.row >= rows || e.col >= cols) return;
+            U* p = dst.data + e.row * dst.stride[0] + e.col;
+            if (e.col + 1 < cols) *reinterpret_cast<pair*>(p) = {from_float<U>(to_float(x)), from_float<U>(to_float(y))};
+            else *p = from_float<U>(to_float(x));
+          },
+          f.v);
+      return;
+    }
+  }
   f.for_each([&](const T& x, int r, int c) {
-    if (r < dst.shape[0] && c < dst.shape[1]) dst.data[r * dst.stride[0] + c * dst.stride[1]] = from_float<U>(to_float(x));
+    if (r < rows && c < cols) dst.data[r * dst.stride[0] + c * dst.stride[1]] = from_float<U>(to_float(x));
   });
 }
 

@@ -24,7 +24,7 @@ namespace tilepipe {
 /// every compute warpgroup, when done with the block. It releases the slot on the block's
 /// last step and is a no-op on the others (the block stays for the next step).
 struct consumed_token {
-  std::uint64_t* bar = nullptr;
+  prim::smem_barrier bar{};
   bool releases = false;
   TP_HD void arrive() const {
     if (releases) prim::mbarrier_arrive_per_warp(bar);
@@ -35,14 +35,17 @@ struct consumed_token {
 /// in, and the wait for it. The slot's address may be used at once (a wgmma descriptor, a
 /// view of its rows); its bytes only after wait(), which returns the view. Every warpgroup
 /// that reads the block waits; waiting again (a later step of the same block) returns at once.
+/// For an input with tp::waited_by<w>, wait() waits only in compute warpgroup w and returns
+/// the view at once in the others (which read it behind w, in a turn order).
 template <class View>
 struct pending_block {
   View view;
   prim::smem_barrier ready;
   std::uint32_t parity;
   prim::wait_site site;
+  bool waits = true;  // false in the warpgroups a tp::waited_by input leaves out
   TP_HD View wait() const {
-    prim::mbarrier_wait(ready, parity, site);
+    if (waits) prim::mbarrier_wait(ready, parity, site);
     return view;
   }
 };
@@ -113,7 +116,9 @@ template <class Spec, class Grid, int MCS, int DefaultDelay, bool IsInput = true
 struct slot_plan {
   static constexpr unsigned axes = Spec::template axes<Grid::rank>();
   static constexpr bool invariant = axes == 0;
-  static constexpr int wanted = invariant ? 1 : (Spec::buffers ? Spec::buffers : MCS);
+  // An invariant operand needs one slot; with buffered<n> it gets n, so that a chain of
+  // warp-specialised pipelines fetches the next pipeline's block while this one's is in use.
+  static constexpr int wanted = invariant ? (Spec::buffers ? Spec::buffers : 1) : (Spec::buffers ? Spec::buffers : MCS);
   static constexpr long long static_steps = [] {
     long long n = 1;
     for (int a = 0; a < Grid::rank; ++a) n *= Grid::static_extents[a];
@@ -164,21 +169,25 @@ struct ready_wait {
   std::uint32_t parity = 0;
   prim::wait_site site;
 
-  /// The block of step s is new in the reader's current slot, whose barrier is bars + slot.
-  TP_HD void begin(slot_cursor& reader, prim::smem_barrier bars, int operand, long long s, const kernel_context& k) {
+  bool waits = true;
+
+  /// The block of step s is new in the reader's current slot, whose barrier is bars + slot;
+  /// `waits` is false in a warpgroup that a tp::waited_by input leaves out (it takes the
+  /// phase but does not poll the barrier).
+  TP_HD void begin(slot_cursor& reader, prim::smem_barrier bars, int operand, long long s, const kernel_context& k,
+                   bool waiter = true) {
+    const std::uint32_t p = reader.take_phase();
     if constexpr (Manual) {
-      parity = reader.take_phase();
+      parity = p, waits = waiter;
       site = {reader.slot, s};
-    } else {
-      k.profile_wait(profile_kind::wait_ready, operand, s, [&] {
-        prim::mbarrier_wait(bars + reader.slot, reader.take_phase(), {reader.slot, s});
-      });
+    } else if (waiter) {
+      k.profile_wait(profile_kind::wait_ready, operand, s, [&] { prim::mbarrier_wait(bars + reader.slot, p, {reader.slot, s}); });
     }
   }
   /// What the body gets for the block in `slot`: its view, or the view with the wait.
   template <class View>
   TP_HD auto body_view(View v, prim::smem_barrier bars, int slot) const {
-    if constexpr (Manual) return pending_block<View>{v, bars + slot, parity, site};
+    if constexpr (Manual) return pending_block<View>{v, bars + slot, parity, site, waits};
     else return v;
   }
 };
@@ -195,6 +204,12 @@ struct operand_traits {
   using block_index = decltype(apply_index_map(std::declval<typename Spec::map_type>(), index<Grid::rank>{}));
   static constexpr int slots = plan::slots;
   static constexpr std::uint32_t slot_bytes = round_up(layout::bytes, static_cast<std::uint32_t>(smem_alignment));
+  // How a step's block is known to be new, fixed at compile time where the map tells:
+  // at every step (streamed: tp::streamed, or a map affine in a one-axis grid), only at the
+  // first step of a call (stationary: the map ignores the grid), or else by comparing the
+  // block index with the previous step's.
+  static constexpr bool streamed = IsInput && Spec::template streams<Grid::rank>();
+  static constexpr bool stationary = !streamed && plan::invariant;
 
   static_assert(Gmem::template has_tile<tile>,
                 "tilepipe: the gmem_ref passed for this spec has no tensor map for the spec's tile: list the tile "
@@ -203,6 +218,9 @@ struct operand_traits {
                 "tilepipe: the index map returns a different number of indices than the operand has dimensions");
   static_assert(IsInput || !Spec::manual_ready,
                 "tilepipe: tp::manual_ready is an input's option: an output block has no ready barrier to wait for");
+  static_assert(IsInput || (!Spec::streamed_option && Spec::waited_by < 0),
+                "tilepipe: tp::streamed and tp::waited_by are input options: an output block is kept while its "
+                "index stays the same, and no warpgroup waits for it");
 };
 
 /// A pipelined operand of emit_pipeline in SMEM. Inputs also own one ready barrier per slot.
@@ -213,6 +231,8 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       typename traits::block_index;
   using traits::slots, traits::slot_bytes;
   static_assert(Spec::multicast == 1, "tilepipe: multicast specs need emit_pipeline_warp_specialized");
+  static_assert(Spec::waited_by < 0, "tilepipe: tp::waited_by is an option of emit_pipeline_warp_specialized's inputs: "
+                                     "in emit_pipeline every warpgroup waits for its blocks");
   static constexpr int delay = traits::plan::delay;
   static constexpr std::uint32_t smem_bytes = slots * slot_bytes;
   static constexpr std::uint32_t barrier_bytes = IsInput ? 8 * slots : 0;
@@ -285,9 +305,12 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// All threads: before the body of step s at `at`, wait for its block if it is new
   /// (with tp::manual_ready the body waits).
   TP_HD void consume(const index<Grid::rank>& at, long long s, const kernel_context& k) {
-    const block_index b = block_at(at);
-    if (reader.slot >= 0 && b == last) return;
-    last = b;
+    if constexpr (!traits::streamed) {
+      if (reader.slot >= 0 && traits::stationary) return;
+      const block_index b = block_at(at);
+      if (reader.slot >= 0 && b == last) return;
+      last = b;
+    }
     reader.advance(slots);
     ready.begin(reader, bars_at, operand, s, k);
   }
@@ -297,7 +320,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// phase then returns immediately).
   TP_HD void produce(const Grid& grid, const kernel_context& k) {
     const block_index b = block_at(fill_at);
-    if (filler.slot < 0 || !(b == fill_last)) {
+    if (traits::streamed || filler.slot < 0 || (!traits::stationary && !(b == fill_last))) {
       fill_last = b;
       filler.advance(slots);
       const int f = filler.slot;
@@ -396,6 +419,8 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
                 "multiple of c TMA boxes (column panels x row boxes): give its tile tp::box_rows<rows / c>");
   static_assert(cluster == 1 || !Manual, "tilepipe: multicast specs release their slots automatically; drop "
                                          "manual_consumed_barriers");
+  static_assert(Spec::waited_by < NumCompute, "tilepipe: waited_by<w> names a compute warpgroup the pipeline does not "
+                                              "have (w >= num_compute_wgs)");
 
   unsigned char* smem = nullptr;
   barrier_rings bars{};                   // full: the block landed; empty: the compute warps are done with it
@@ -420,6 +445,8 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   // multicast along a grid axis: this CTA's place in its group, and the group's cluster ranks
   int group_place = 0;
   std::uint16_t group_ranks = 0;
+  // whether this compute warpgroup waits for the blocks (all do, but for tp::waited_by<w>)
+  bool waiter = true;
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
 
@@ -434,8 +461,11 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     else return group_place;
   }
 
-  TP_HD void allocate(kernel_context& k, bool leader, int position) {
+  /// compute_index: the calling warpgroup's index among the compute warpgroups (any value
+  /// in the memory warpgroup).
+  TP_HD void allocate(kernel_context& k, bool leader, int position, int compute_index) {
     operand = position;
+    waiter = Spec::waited_by < 0 || compute_index == Spec::waited_by;
     if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
     if constexpr (cluster > 1 && multicast_axis < 0) {
       TP_REQUIRE(prim::cluster_size() == cluster,
@@ -465,7 +495,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// warpgroup waits for the block to land before it goes on.
   TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call, const kernel_context& k) {
     const block_index b = apply_index_map(spec.index_map, fill_at);
-    if (first_of_call || !(b == fill_last)) {
+    if (first_of_call || traits::streamed || (!traits::stationary && !(b == fill_last))) {
       fill_last = b;
       filler.advance(slots);
       const int f = filler.slot;
@@ -506,13 +536,35 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// returns the view with the wait for the body to make.
   TP_HD auto consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s,
                      const kernel_context& k) {
-    const block_index b = apply_index_map(spec.index_map, at);
-    if (first_of_call || !(b == last)) {
-      last = b;
+    if (starts_block(spec, at, first_of_call)) {
       reader.advance(slots);
-      ready.begin(reader, full_at, operand, s, k);
+      ready.begin(reader, full_at, operand, s, k, waiter);
     }
     return ready.body_view(view_type{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}, full_at, reader.slot);
+  }
+
+  /// Whether step `at` reads a new block: every step of a streamed input, the first of a
+  /// call of a stationary one, and otherwise when its index differs from the last.
+  TP_HD bool starts_block(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
+    if constexpr (traits::streamed) return true;
+    else if constexpr (traits::stationary) return first_of_call;
+    else {
+      const block_index b = apply_index_map(spec.index_map, at);
+      if (!first_of_call && b == last) return false;
+      last = b;
+      return true;
+    }
+  }
+  /// Whether the current block's last step is the one before `next` (the call's last step
+  /// ends every block).
+  TP_HD bool ends_block(const Spec& spec, const index<Grid::rank>& next, bool last_step) const {
+    if constexpr (traits::streamed) return true;
+    else if constexpr (traits::stationary) return last_step;
+    else return last_step || !(apply_index_map(spec.index_map, next) == last);
+  }
+  /// What the body gets with manual_consumed_barriers for the current block.
+  TP_HD consumed_token token(const Spec& spec, const index<Grid::rank>& next, bool last_step) const {
+    return {empty_at + reader.slot, ends_block(spec, next, last_step)};
   }
 
   /// After the body of step s: records whether s was the block's last step, and releases
@@ -522,7 +574,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
 #pragma unroll
     for (int h = 0; h < delay; ++h) recent_slots[h] = recent_slots[h + 1], recent_ends[h] = recent_ends[h + 1];
     recent_slots[delay] = reader.slot;
-    recent_ends[delay] = last_step || !(apply_index_map(spec.index_map, next) == last);
+    recent_ends[delay] = ends_block(spec, next, last_step);
     if constexpr (!Manual)
       if (s >= delay && recent_ends[0]) release(recent_slots[0], s - delay, k);
   }
@@ -532,7 +584,8 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// have landed before its slot is refilled: the release waits for it (at once if the
   /// body did).
   TP_HD void release(int s, long long step, const kernel_context& k) const {
-    if constexpr (Spec::manual_ready) prim::mbarrier_wait(full_at + s, reader.last_phase(s));
+    if constexpr (Spec::manual_ready)
+      if (waiter) prim::mbarrier_wait(full_at + s, reader.last_phase(s));
     if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, group_mask());
     else prim::mbarrier_arrive_per_warp(empty_at + s);
     k.profile(profile_kind::release, profile_phase::instant, operand, step);

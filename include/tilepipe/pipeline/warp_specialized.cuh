@@ -190,7 +190,8 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     auto a = make_allocations(cuda::std::tie(gmem...), cuda::std::index_sequence_for<Ins...>{},
                               cuda::std::index_sequence_for<Outs...>{});
     const bool leader = k.cta_leader();
-    for_each(a.ins, [&](auto& op, int i) { op.allocate(k, leader, i); });
+    const int wg = prim::uniform_warpgroup_index(), compute_index = wg < MemIdx ? wg : wg - 1;
+    for_each(a.ins, [&](auto& op, int i) { op.allocate(k, leader, i, compute_index); });
     for_each(a.outs, [&](auto& op, int j) { op.allocate(k, leader, j, static_cast<int>(sizeof...(Ins)) + j); });
     if (leader) prim::fence_barrier_init();
     if constexpr (multicasts) {
@@ -432,9 +433,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   template <std::size_t I, class Alloc>
   TP_HD consumed_token token(Alloc& a, const index<Grid::rank>& next, bool last_step) const {
     if constexpr (cuda::std::tuple_element_t<I, cuda::std::tuple<Ins...>>::in_smem) {
-      auto& op = cuda::std::get<I>(a.ins);
-      return {op.bars.empty + op.reader.slot,
-              last_step || !(apply_index_map(cuda::std::get<I>(ins_).index_map, next) == op.last)};
+      return cuda::std::get<I>(a.ins).token(cuda::std::get<I>(ins_), next, last_step);
     } else {
       return {};
     }
@@ -539,11 +538,17 @@ struct warp_specialization {
   static_assert(MemoryIdx >= 0 && MemoryIdx <= NumCompute,
                 "tilepipe: memory_thread_idx is out of range: the CTA has num_compute_wgs + 1 warpgroups");
 
-  /// Whether the calling warpgroup is the memory warpgroup.
+  /// Whether the calling warpgroup is the memory warpgroup. The role split branches on
+  /// this per-thread value on purpose: on a warp-uniform one, ptxas no longer allocates the
+  /// compute branch for its setmaxnreg count (at the launch's 168 registers the attention
+  /// step spilled 440 bytes).
   TP_HD static bool is_memory(const kernel_context& k) { return k.thread_index() == MemoryIdx; }
-  /// The calling warpgroup's index among the compute warpgroups (0 .. NumCompute - 1).
-  TP_HD static int compute_index(const kernel_context& k) {
-    const int wg = k.thread_index();
+  /// The calling warpgroup's index among the compute warpgroups (0 .. NumCompute - 1), as a
+  /// warp-uniform value (prim::uniform_warpgroup_index: call it with the warp converged, as
+  /// at the top of a kernel), so that the wgmma descriptors and offsets a kernel derives from
+  /// it stay in uniform registers (docs/design.md).
+  TP_HD static int compute_index(const kernel_context&) {
+    const int wg = prim::uniform_warpgroup_index();
     return wg < MemoryIdx ? wg : wg - 1;
   }
 };

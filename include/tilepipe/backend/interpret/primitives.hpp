@@ -34,6 +34,7 @@ TP_HD TP_FORCEINLINE bool leader_warp() { return true; }
 TP_HD TP_FORCEINLINE int thread_in_warpgroup() { return 0; }
 TP_HD TP_FORCEINLINE int warpgroup_threads() { return 1; }
 TP_HD TP_FORCEINLINE int warpgroup_index() { return interpret::cta().local_wg(interpret::current().wg); }
+TP_HD TP_FORCEINLINE int uniform_warpgroup_index() { return warpgroup_index(); }
 TP_HD TP_FORCEINLINE int cluster_rank() { return interpret::cta().rank_of(interpret::current().wg); }
 TP_HD TP_FORCEINLINE int cluster_size() { return interpret::cta().cluster_size; }
 

@@ -13,6 +13,8 @@ struct row_registers {
   static constexpr int slots = M;
   TP_HD static TP_FORCEINLINE int row(int s) { return s; }
   TP_HD static TP_FORCEINLINE void pin(float (&)[slots]) {}
+  template <class F>
+  TP_HD static TP_FORCEINLINE void combine(float (&)[slots], F&&) {}  // one thread holds every row
 };
 
 template <int M, int N>
@@ -31,6 +33,12 @@ struct tile_registers {
       for (int c = 0; c < Cols; ++c) f(s[(R0 + r) * N + C0 + c]..., tile_index{r, c, R0 + r});
   }
 
+  template <class F, class T>
+  TP_HD static TP_FORCEINLINE void for_each_pair(F&& f, const storage<T>& v) {
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < N; c += 2) f(v[r * N + c], v[r * N + c + 1], tile_index{r, c, r});
+  }
+
   template <class T, class F>
   TP_HD static TP_FORCEINLINE void reduce_rows(const storage<T>& v, float init, F&& f, float (&out)[M]) {
     for (int row = 0; row < M; ++row) {
@@ -39,6 +47,13 @@ struct tile_registers {
       out[row] = acc;
     }
   }
+
+  template <class T, class F>
+  TP_HD static TP_FORCEINLINE void reduce_rows_in_thread(const storage<T>& v, float init, F&& f, float (&out)[M]) {
+    reduce_rows(v, init, f, out);  // the thread holds whole rows
+  }
+
+  TP_HD static TP_FORCEINLINE int first_column() { return 0; }
 
   template <class T>
   TP_HD static TP_FORCEINLINE void pin(storage<T>&) {}

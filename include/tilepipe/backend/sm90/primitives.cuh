@@ -27,6 +27,7 @@ TP_HD TP_FORCEINLINE bool leader_warp() { return threadIdx.x % warpgroup_size < 
 TP_HD TP_FORCEINLINE int thread_in_warpgroup() { return static_cast<int>(threadIdx.x % warpgroup_size); }
 TP_HD TP_FORCEINLINE int warpgroup_threads() { return warpgroup_size; }
 TP_HD TP_FORCEINLINE int warpgroup_index() { return static_cast<int>(threadIdx.x / warpgroup_size); }
+TP_HD TP_FORCEINLINE int uniform_warpgroup_index() { return __shfl_sync(0xffffffffu, warpgroup_index(), 0); }
 TP_HD TP_FORCEINLINE int cluster_rank() { return sm90::cluster_rank(); }
 TP_HD TP_FORCEINLINE int cluster_size() { return sm90::cluster_size(); }
 

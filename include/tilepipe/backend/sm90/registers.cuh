@@ -53,6 +53,15 @@ struct row_registers {
 #pragma unroll
     for (int s = 0; s < slots; ++s) sm90::fence_register(v[s]);
   }
+  /// The four lanes l / 4 = const share a row: two butterfly exchanges.
+  template <class F>
+  TP_HD static TP_FORCEINLINE void combine(float (&v)[slots], F&& f) {
+#pragma unroll
+    for (int s = 0; s < slots; ++s) {
+      v[s] = f(v[s], __shfl_xor_sync(0xffffffffu, v[s], 1));
+      v[s] = f(v[s], __shfl_xor_sync(0xffffffffu, v[s], 2));
+    }
+  }
 };
 
 template <int M, int N>
@@ -80,23 +89,36 @@ struct tile_registers {
           tile_index{sm90::tile_row(b, i), sm90::tile_col(i), 2 * (R0 / 64 + b) + (i % 4) / 2});
   }
 
+  /// Registers 2 k and 2 k + 1 hold columns c and c + 1 of one row.
+  template <class F, class T>
+  TP_HD static TP_FORCEINLINE void for_each_pair(F&& f, const storage<T>& v) {
+#pragma unroll
+    for (int b = 0; b < blocks; ++b)
+#pragma unroll
+      for (int i = 0; i < per_block; i += 2)
+        f(v[b][i], v[b][i + 1], tile_index{sm90::tile_row(b, i), sm90::tile_col(i), 2 * b + (i % 4) / 2});
+  }
+
   /// Each thread folds its registers of each of its two rows per block, then the four
   /// lanes that share a row exchange their partial results.
   template <class T, class F>
   TP_HD static TP_FORCEINLINE void reduce_rows(const storage<T>& v, float init, F&& f, float (&out)[2 * blocks]) {
+    reduce_rows_in_thread(v, init, f, out);
+    row_registers<M>::combine(out, f);
+  }
+  template <class T, class F>
+  TP_HD static TP_FORCEINLINE void reduce_rows_in_thread(const storage<T>& v, float init, F&& f,
+                                                         float (&out)[2 * blocks]) {
 #pragma unroll
     for (int b = 0; b < blocks; ++b) {
       float acc[2] = {init, init};
 #pragma unroll
       for (int i = 0; i < per_block; ++i) acc[(i % 4) / 2] = f(acc[(i % 4) / 2], to_float(v[b][i]));
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 1));
-        acc[h] = f(acc[h], __shfl_xor_sync(0xffffffffu, acc[h], 2));
-        out[2 * b + h] = acc[h];
-      }
+      out[2 * b] = acc[0], out[2 * b + 1] = acc[1];
     }
   }
+
+  TP_HD static TP_FORCEINLINE int first_column() { return sm90::tile_col(0); }
 
   template <class T>
   TP_HD static TP_FORCEINLINE void pin(storage<T>& v) {
