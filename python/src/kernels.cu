@@ -58,6 +58,7 @@ void on_device(const tensor_arg& t, F&& launch) {
 
 #if TILEPIPE_PY_KERNEL == 1  // attention
 void TILEPIPE_PY_ENTRY(const attention_args& a) {
+  if (a.q.numel() == 0) return;  // no query rows: nothing to write (an empty array's strides may be anything)
   attention_options opt;
   opt.scale = a.softmax_scale;
   opt.causal = a.causal;
@@ -68,7 +69,6 @@ void TILEPIPE_PY_ENTRY(const attention_args& a) {
   on_device(a.q, [&](const device& dev) {
     if (a.cu_seqlens_q.present()) {
       const int batch = static_cast<int>(a.cu_seqlens_q.shape[0] - 1);
-      if (a.q.shape[0] == 0) return;  // no query rows: nothing to write
       // k and v without rows: the kernel reads neither (every sequence is empty there).
       attention_forward_varlen<T>(dev, view_of<T, 3>(a.q), view_of<T, 3>(a.k), view_of<T, 3>(a.v), view_of<T, 3>(a.out),
                                   static_cast<const int*>(a.cu_seqlens_q.data),
@@ -80,6 +80,7 @@ void TILEPIPE_PY_ENTRY(const attention_args& a) {
 }
 #elif TILEPIPE_PY_KERNEL == 2  // grouped matmul
 void TILEPIPE_PY_ENTRY(const grouped_mm_args& a) {
+  if (a.a.numel() == 0) return;  // no rows: nothing to write
   const std::int64_t K = a.b.shape[1], N = a.b.shape[2];
   const bool kn = a.b.stride[2] == 1 || N == 1;
   tensor_view<T, 3> b = view_of<T, 3>(a.b);  // as stored: [G, K, N] or [G, N, K]
@@ -95,6 +96,7 @@ void TILEPIPE_PY_ENTRY(const grouped_mm_args& a) {
 }
 #elif TILEPIPE_PY_KERNEL == 3  // matmul
 void TILEPIPE_PY_ENTRY(const matmul_args& a) {
+  if (a.a.shape[0] == 0) return;  // no rows: nothing to write
   const std::int64_t K = a.a.shape[1], N = a.b.shape[1];
   const bool row_major = a.b.stride[1] == 1 || N == 1;
   tensor_view<T, 2> b = view_of<T, 2>(a.b);  // as stored: [K, N] or [N, K]

@@ -24,7 +24,7 @@ def _find_frontend(x):
         return _numpy
     if module in ("jax", "jaxlib"):
         from . import jax as _jax
-        return _jax
+        return _jax._Frontend
     if module == "cupy":
         from . import _cupy
         return _cupy

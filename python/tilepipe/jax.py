@@ -81,3 +81,32 @@ def grouped_mm(lhs, rhs, group_sizes, *, preferred_element_type=None):
     offsets = jnp.cumsum(sizes, dtype=jnp.int32)  # the kernel's table: cumulative row ends
     call = jax.ffi.ffi_call("tilepipe_grouped_mm", jax.ShapeDtypeStruct(out_shape, lhs.dtype))
     return call(lhs, rhs, offsets)
+
+
+def _frontend_matmul(a, b, bias, activation):
+    raise NotImplementedError("tilepipe.matmul has no JAX implementation (XLA's dot is the peer there); tilepipe.jax "
+                              "has attention and grouped_mm")
+
+
+def _frontend_grouped_mm(a, b, offs, masked_m, out_dtype):
+    """tilepipe.grouped_mm (torch._grouped_mm's offsets) on JAX arrays: the ragged case only."""
+    if a.ndim != 2 or b.ndim != 3 or offs is None or masked_m is not None:
+        raise NotImplementedError("tilepipe.grouped_mm on JAX arrays: only a 2-D a with a 3-D b and offs (use "
+                                  "tilepipe.jax.grouped_mm, ragged_dot's order)")
+    offs = jnp.asarray(offs, jnp.int32)
+    sizes = jnp.diff(offs, prepend=jnp.zeros((1,), jnp.int32))
+    return grouped_mm(a, b, sizes, preferred_element_type=out_dtype)
+
+
+def _frontend_attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                        return_lse):
+    return attention(q, k, v, causal=causal, softmax_scale=softmax_scale, window_size=window_size,
+                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                     return_lse=return_lse)
+
+
+class _Frontend:
+    """What tilepipe.attention / grouped_mm / matmul call with JAX arrays (tilepipe._api)."""
+    attention = staticmethod(_frontend_attention)
+    grouped_mm = staticmethod(_frontend_grouped_mm)
+    matmul = staticmethod(_frontend_matmul)
