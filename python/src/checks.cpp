@@ -242,22 +242,23 @@ void check(grouped_mm_args& a) {
   require_same_device(op, {&a.a, &a.b, &a.out, &a.table});
   require_rank(op, a.b, 3, "[groups, K, N]");
   const std::int64_t G = a.b.shape[0], K = a.b.shape[1], N = a.b.shape[2];
-  if (G < 1 || G > 256) fail("%s: b has %lld groups; tilepipe supports 1 to 256", op, static_cast<long long>(G));
+  if (G < 1 || G > 256) fail("%s: %s has %lld groups; tilepipe supports 1 to 256", op, a.b.name, static_cast<long long>(G));
   require_int32_vector(op, a.table, G, "one per group of b");
   if (a.masked) {
     require_rank(op, a.a, 3, "[groups, rows, K] in the masked layout");
     require_rank(op, a.out, 3, "[groups, rows, N]");
     if (a.a.shape[0] != G)
-      fail("%s: a has %lld groups but b has %lld", op, static_cast<long long>(a.a.shape[0]), static_cast<long long>(G));
-    if (a.a.shape[1] < 1) fail("%s: a has no rows per group (shape %s)", op, a.a.shape_text().c_str());
+      fail("%s: %s has %lld groups but %s has %lld", op, a.a.name, static_cast<long long>(a.a.shape[0]), a.b.name,
+           static_cast<long long>(G));
+    if (a.a.shape[1] < 1) fail("%s: %s has no rows per group (shape %s)", op, a.a.name, a.a.shape_text().c_str());
   } else {
     require_rank(op, a.a, 2, "[rows, K] with offs");
     require_rank(op, a.out, 2, "[rows, N]");
   }
   const int kd = a.a.rank - 1;
   if (a.a.shape[kd] != K)
-    fail("%s: a has K = %lld (shape %s) but b has K = %lld (shape %s, logical [groups, K, N])", op,
-         static_cast<long long>(a.a.shape[kd]), a.a.shape_text().c_str(), static_cast<long long>(K),
+    fail("%s: %s has K = %lld (shape %s) but %s has K = %lld (shape %s, logical [groups, K, N])", op, a.a.name,
+         static_cast<long long>(a.a.shape[kd]), a.a.shape_text().c_str(), a.b.name, static_cast<long long>(K),
          a.b.shape_text().c_str());
   if (K < 1 || N < 1) fail("%s: K = %lld and N = %lld must be positive", op, static_cast<long long>(K), static_cast<long long>(N));
   for (int i = 0; i < a.a.rank - 1; ++i)
@@ -265,14 +266,14 @@ void check(grouped_mm_args& a) {
       fail("%s: out must be %s with N = %lld, got %s", op, a.a.shape_text().c_str(), static_cast<long long>(N),
            a.out.shape_text().c_str());
   const std::int64_t rows = a.masked ? a.a.shape[0] * a.a.shape[1] : a.a.shape[0];
-  if (rows > 0x7fffffffLL - 256 * 128) fail("%s: a has %lld rows, beyond the kernel's 32-bit row indices", op, static_cast<long long>(rows));
+  if (rows > 0x7fffffffLL - 256 * 128) fail("%s: %s has %lld rows, beyond the kernel's 32-bit row indices", op, a.a.name, static_cast<long long>(rows));
   // b is [G, K, N] with N contiguous, or the transpose of a contiguous [G, N, K] (nn.Linear weights).
   const bool kn = a.b.stride[2] == 1 || N == 1;
   const bool nk = !kn && (a.b.stride[1] == 1 || K == 1);
   if (!kn && !nk)
-    fail("%s: b (logical [groups, K, N] = %s) must have N contiguous (stride 1), or K contiguous as the transpose of "
-         "[groups, N, K] weights (w.transpose(-2, -1)); its strides are (%lld, %lld, %lld)",
-         op, a.b.shape_text().c_str(), static_cast<long long>(a.b.stride[0]), static_cast<long long>(a.b.stride[1]),
+    fail("%s: %s (logical [groups, K, N] = %s) must have N contiguous (stride 1), or K contiguous as the transpose "
+         "of [groups, N, K] weights (w.transpose(-2, -1)); its strides are (%lld, %lld, %lld)",
+         op, a.b.name, a.b.shape_text().c_str(), static_cast<long long>(a.b.stride[0]), static_cast<long long>(a.b.stride[1]),
          static_cast<long long>(a.b.stride[2]));
   tensor_arg b_stored = a.b;  // as the kernel reads it: [G, K, N] or [G, N, K]
   if (nk) b_stored.shape[1] = N, b_stored.shape[2] = K, b_stored.stride[1] = a.b.stride[2], b_stored.stride[2] = a.b.stride[1];
