@@ -15,7 +15,10 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+
+#include <chrono>
 
 #include <vector>
 
@@ -269,6 +272,29 @@ NB_MODULE(_C, m) {
           nb::arg("a"), nb::arg("b"), nb::arg("bias").none(), nb::arg("out"), nb::arg("activation"), nb::arg("stream"),
           nb::arg("uint16_is_bf16"), "Writes activation(a @ b + bias) into out.");
   }
+
+  // For bench/python_overhead.py: the C++ side of a call alone, timed on the host over
+  // `iters` launches (no Python in the loop): check + launch, and the launch alone.
+  m.def(
+      "_time_attention_launches",
+      [](nb::handle q, nb::handle k, nb::handle v, nb::handle out, std::uintptr_t stream, int iters) {
+        call_tensors take;
+        attention_args a;
+        a.q = take(q, "q"), a.k = take(k, "k"), a.v = take(v, "v"), a.out = take(out, "out");
+        a.softmax_scale = 0.125f, a.stream = as_stream(stream);
+        check(a);
+        nb::gil_scoped_release release;
+        using clock = std::chrono::steady_clock;
+        const auto t0 = clock::now();
+        for (int i = 0; i < iters; ++i) check(a), run(a);
+        const auto t1 = clock::now();
+        for (int i = 0; i < iters; ++i) run(a);
+        const auto t2 = clock::now();
+        const auto per_call = [&](auto d) { return std::chrono::duration<double>(d).count() / iters; };
+        return std::make_pair(per_call(t1 - t0), per_call(t2 - t1));
+      },
+      nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("stream"), nb::arg("iters"),
+      "Seconds per call of check + launch and of the launch alone (C++ loop).");
 
   m.def("xla_handlers", &xla_handlers,
         "The XLA FFI handlers as PyCapsules: {(name, platform): capsule} (empty when built without XLA's headers).");
