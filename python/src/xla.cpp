@@ -1,3 +1,6 @@
+// Without XLA's headers (no jax where the extension was built) the module has no handlers
+// and tilepipe.jax says so at import.
+//
 // XLA FFI handlers: JAX calls tilepipe's kernels through jax.ffi.ffi_call, inside jit, on
 // XLA's own buffers and (on the GPU) XLA's stream. The handlers turn the buffers (dense,
 // row-major) into the same arguments the nanobind functions build, so they pass the same
@@ -141,8 +144,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(tilepipe_grouped_mm_cuda, grouped_mm_cuda,
 
 nanobind::dict xla_handlers() {
   namespace nb = nanobind;
-#if TILEPIPE_HAVE_XLA_FFI
   nb::dict d;
+#if TILEPIPE_HAVE_XLA_FFI
   auto add = [&](const char* name, const char* platform, XLA_FFI_Handler* h) {
     d[nb::make_tuple(name, platform)] = nb::capsule(reinterpret_cast<void*>(h));
   };

@@ -12,8 +12,16 @@ interpreter (the same kernel source, simulated). See docs/python.md.
 JAX: tilepipe.jax.attention and tilepipe.jax.grouped_mm (XLA FFI; under jax.jit).
 FlashAttention's names: tilepipe.flash_attn_interface.flash_attn_func / flash_attn_varlen_func.
 """
+import importlib.util as _importlib_util
+
 from . import _C
 from ._api import attention, grouped_mm, matmul
+
+# With PyTorch installed its operators (torch.ops.tilepipe.*) are registered at import, as
+# FlashAttention's are: torch.compile, torch.library.opcheck and code that calls the
+# operators directly must find them before any eager call has happened.
+if _importlib_util.find_spec("torch") is not None:
+    from . import _torch  # noqa: F401
 
 __version__ = "0.1.0"
 __all__ = ["attention", "grouped_mm", "matmul", "built_with_cuda"]
