@@ -71,9 +71,14 @@ void require_16bit(const char* op, const tensor_arg& t, const tensor_arg* like =
                               like->name, like->type_name.c_str());
 }
 
-/// Every present tensor on the device of `first`.
+/// Every present tensor on the device of `first`, and GPU tensors only in a build with the GPU kernels.
 void require_same_device(const char* op, std::initializer_list<const tensor_arg*> ts) {
   const tensor_arg* first = *ts.begin();
+  if (first->on_gpu && !built_with_cuda())
+    fail<unsupported_error>("%s: %s is on a GPU, but this build of tilepipe has no GPU kernels (nvcc was not found "
+                            "when it was built); reinstall with CUDA 13's nvcc on PATH, or pass host arrays (the "
+                            "interpreter)",
+                            op, first->name);
   for (const tensor_arg* t : ts) {
     if (!t->present()) continue;
     if (t->on_gpu != first->on_gpu || (t->on_gpu && t->device != first->device))

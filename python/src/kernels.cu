@@ -112,6 +112,9 @@ void TILEPIPE_PY_ENTRY(const matmul_args& a) {
 #elif TILEPIPE_PY_KERNEL == 0  // what the bindings ask of the build and the GPUs
 bool built_with_cuda() { return TP_HAS_CUDA_COMPILER; }
 void prepare_gpu(int ordinal) {
+  if (!TP_HAS_CUDA_COMPILER)
+    throw unsupported_error("tilepipe: this build has no GPU kernels (nvcc was not found when it was built); "
+                            "reinstall with CUDA 13's nvcc on PATH, or pass host arrays (the interpreter)");
   tensor_arg t;
   t.on_gpu = true, t.device = ordinal;
   (void)device_of(t);

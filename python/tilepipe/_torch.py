@@ -153,7 +153,9 @@ _full_counts = {}  # (groups, rows, device) -> int32 [groups] of rows: the batch
 
 
 def _counts(a):
-    if _is_compiling():
+    # Not cached while tracing, nor inside a CUDA-graph capture: a tensor filled there holds
+    # its values only once the graph is replayed.
+    if _is_compiling() or (a.is_cuda and torch.cuda.is_current_stream_capturing()):
         return torch.full((a.shape[0],), a.shape[1], dtype=torch.int32, device=a.device)
     key = (a.shape[0], a.shape[1], a.device)
     t = _full_counts.get(key)

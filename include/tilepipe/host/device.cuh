@@ -109,6 +109,20 @@ class device_scope {
   bool changed_ = false;
 };
 
+/// While it lives, this thread may make calls a CUDA-graph capture in the global mode forbids
+/// (allocations, module loading), as PyTorch's caching allocator does for its cudaMalloc: for
+/// the one-time set-up a first launch inside a capture needs. Nothing it does is captured.
+class relaxed_capture_mode {
+ public:
+  relaxed_capture_mode() { TP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&previous_)); }
+  ~relaxed_capture_mode() { (void)cudaThreadExchangeStreamCaptureMode(&previous_); }
+  relaxed_capture_mode(const relaxed_capture_mode&) = delete;
+  relaxed_capture_mode& operator=(const relaxed_capture_mode&) = delete;
+
+ private:
+  cudaStreamCaptureMode previous_ = cudaStreamCaptureModeRelaxed;
+};
+
 /// The failure channel of GPU `ordinal`: a record in mapped host memory (readable after
 /// the trap that follows a failure) and a claim word in device memory, made once per GPU,
 /// when `device::open` opens it. A launch inside a CUDA-graph capture may still be the first
@@ -123,12 +137,7 @@ inline failure_channel failure_channel_of(int ordinal) {
   failure_channel& c = d.channels[ordinal];
   if (!c.record) {
     const device_scope on(ordinal);
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    TP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-    struct restore_mode {
-      cudaStreamCaptureMode m;
-      ~restore_mode() { (void)cudaThreadExchangeStreamCaptureMode(&m); }
-    } restore{mode};
+    const relaxed_capture_mode relaxed;
     void* host = nullptr;
     TP_CUDA_CHECK(cudaHostAlloc(&host, sizeof(device_failure), cudaHostAllocMapped));
     std::memset(host, 0, sizeof(device_failure));

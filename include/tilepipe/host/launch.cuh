@@ -214,6 +214,9 @@ void allow_smem(std::size_t bytes) {
   const std::lock_guard<std::mutex> lock(m);
   if (allowed.size() <= static_cast<std::size_t>(dev)) allowed.resize(dev + 1, 0);
   if (bytes <= allowed[dev]) return;
+  // The first call for a kernel also loads its module (CUDA's lazy loading); it may come
+  // inside a CUDA-graph capture (a framework's first call of a tilepipe op).
+  const detail::relaxed_capture_mode relaxed;
   TP_CUDA_CHECK(cudaFuncSetAttribute(gpu_entry<K, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   allowed[dev] = bytes;
 }
