@@ -291,3 +291,72 @@ TEST(UninitialisedReads, InitialisedAccumulatorRunsClean) {
   EXPECT_EQ((run_row_block_sums<true, false>()), "");
   EXPECT_EQ((run_row_block_sums<true, true>()), "");
 }
+
+// ---- CUDA-graph capture ------------------------------------------------------------------------
+
+namespace {
+using capture_tile = tp::tile<tp::block<8, 32>>;
+/// y = x + 1: a kernel type no other test launches, so that its first launch is this test's.
+struct first_in_capture_kernel {
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, capture_tile> x, tp::gmem<float, 2, capture_tile> y) const {
+    auto body = [](auto, auto xs, auto ys) { tp::map([](float v) { return v + 1.0f; }, ys, xs); };
+    auto s = tp::spec<capture_tile>([](auto i) { return tp::idx(i, 0); });
+    tp::emit_pipeline(body, tp::grid(static_cast<int>(x.shape[0] / 8)), tp::in_specs(s), tp::out_specs(s),
+                      tp::max_concurrent_steps<2>)(k, x, y);
+  }
+};
+}  // namespace
+
+#if TP_HAS_CUDA_COMPILER
+namespace {
+/// In a fresh process: opens the GPU and launches first_in_capture_kernel for the first time
+/// inside a global-mode capture, replays the graph and checks y; "" when all went well.
+std::string first_open_and_launch_inside_a_capture() {
+  const auto hx = test::random_values<float>(16 * 32, 7);
+  float *x = nullptr, *y = nullptr;
+  cudaMalloc(&x, hx.size() * sizeof(float));
+  cudaMalloc(&y, hx.size() * sizeof(float));
+  cudaMemcpy(x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice);
+  cudaStream_t s = nullptr;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaGraph_t graph = nullptr;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+  std::string err = test::error_of([&] {
+    const auto dev = tp::device::open(tp::backend::gpu);
+    tp::launch_config cfg;
+    cfg.stream = s;
+    tp::kernel(first_in_capture_kernel{}, cfg)(dev, tp::tensor_view<float, 2>::wrap(x, {16, 32}, true),
+                                                tp::tensor_view<float, 2>::wrap(y, {16, 32}, true));
+  });
+  if (cudaStreamEndCapture(s, &graph) != cudaSuccess) return err + " / the capture was invalidated";
+  if (!err.empty()) return err;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess || cudaGraphLaunch(exec, s) != cudaSuccess ||
+      cudaStreamSynchronize(s) != cudaSuccess)
+    return std::string("replaying the graph failed: ") + cudaGetErrorString(cudaGetLastError());
+  std::vector<float> hy(hx.size());
+  cudaMemcpy(hy.data(), y, hy.size() * sizeof(float), cudaMemcpyDeviceToHost);
+  for (std::size_t i = 0; i < hy.size(); ++i)
+    if (hy[i] != hx[i] + 1.0f) return "wrong value at " + std::to_string(i);
+  return "";
+}
+
+/// Ends a death test's child: 0 when `err` is empty, else 3 after printing it.
+[[noreturn]] void exit_with_message(const std::string& err) {
+  std::fprintf(stderr, "%s\n", err.c_str());
+  std::exit(err.empty() ? 0 : 3);
+}
+}  // namespace
+#endif
+
+// A framework's first call of a tilepipe kernel may come inside a CUDA-graph capture (the
+// global mode, which forbids allocations and synchronisation): opening the device (its
+// failure channel), the kernel's first launch (its module loaded, its shared memory allowed,
+// its first-launch wait skipped) must all be legal there. In a fresh process (a death
+// test's child), so that nothing was opened or launched before.
+TEST(GraphCapture, FirstOpenAndLaunchInsideACapture) {
+  if (!test::on_gpu()) GTEST_SKIP() << "a CUDA-graph capture needs the GPU";
+#if TP_HAS_CUDA_COMPILER
+  EXPECT_EXIT(exit_with_message(first_open_and_launch_inside_a_capture()), ::testing::ExitedWithCode(0), "");
+#endif
+}

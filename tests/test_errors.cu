@@ -117,3 +117,33 @@ TEST(Errors, ProfilerWithoutTheProfileBuild) {
   expect_error([&] { tp::kernel(copy_kernel{}, {.profile = &prof})(test::dev(), x, y); },
                {"launch option profile", "built without TILEPIPE_PROFILE"});
 }
+
+// A dimension of extent 1 is never stepped, so frameworks give it any stride (PyTorch's
+// DLPack export writes 1 for a decode query [B, 1, H, D]); tensor maps and the kernels'
+// checks accept it and use the contiguous stride in its place.
+using t1x8x32 = tp::tile<tp::block<tp::squeezed, 8, 32>>;
+struct copy3_kernel {
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 3, t1x8x32> x, tp::gmem<float, 3, t1x8x32> y) const {
+    auto body = [](auto, auto xs, auto ys) { tp::map([](float v) { return v + 1.0f; }, ys, xs); };
+    auto s = tp::spec<t1x8x32>([](auto i) { return tp::idx(0, i, 0); });
+    tp::emit_pipeline(body, tp::grid(static_cast<int>(x.shape[1] / 8)), tp::in_specs(s), tp::out_specs(s),
+                      tp::max_concurrent_steps<2>)(k, x, y);
+  }
+};
+
+TEST(Errors, ExtentOneDimensionsTakeAnyStride) {
+  const auto hx = test::random_values<float>(16 * 32);
+  auto x = tp::tensor<float, 3>::from_host(test::dev(), {1, 16, 32}, hx);
+  tp::tensor<float, 3> y(test::dev(), {1, 16, 32});
+  y.poison();
+  auto xv = x.view();
+  xv.stride[0] = 1;  // as a framework may say it
+  tp::host::require_tma_rows(xv, "test", "x");
+  tp::kernel(copy3_kernel{}, {})(test::dev(), xv, y);
+  const auto hy = y.to_host();
+  for (std::size_t i = 0; i < hy.size(); ++i) ASSERT_EQ(hy[i], hx[i] + 1.0f) << i;
+  // A stride of 1 in a dimension of extent 2 is still wrong.
+  auto bad = tp::tensor_view<float, 3>::wrap(x.data(), {1, 2, 32}, test::on_gpu());
+  bad.stride[1] = 1;
+  expect_error([&] { tp::host::require_tma_rows(bad, "test", "x"); }, {"x's stride 1 in dimension 1"});
+}

@@ -201,3 +201,39 @@ TEST(Examples, Softmax) {
   check_softmax<2, 64>(1, 1);
   check_softmax<1, 256>(129 * s, 8192 + 24);
 }
+
+// tp::matmul, the library's entry to the persistent matmul (kernels/matmul.cuh): both B
+// layouts, with a bias and each activation of the run-time epilogue.
+TEST(Examples, MatmulHostApiBiasAndActivations) {
+  const long long M = 200, N = 264, K = 136;
+  const auto ha = test::random_values<tp::bf16>(M * K), hb = test::random_values<tp::bf16>(K * N);
+  const auto hbias = test::random_values<tp::bf16>(N);
+  auto a = tp::tensor<tp::bf16, 2>::from_host(test::dev(), {M, K}, ha);
+  auto bias = tp::tensor<tp::bf16, 1>::from_host(test::dev(), {N}, hbias);
+  const std::pair<tp::activation, double (*)(double)> acts[] = {
+      {tp::activation::none, [](double x) { return x; }},
+      {tp::activation::relu, [](double x) { return std::max(x, 0.0); }},
+      {tp::activation::gelu, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }},
+      {tp::activation::gelu_tanh,
+       [](double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); }},
+      {tp::activation::silu, [](double x) { return x / (1.0 + std::exp(-x)); }},
+  };
+  for (const bool b_row : {true, false}) {
+    auto b = tp::tensor<tp::bf16, 2>::from_host(test::dev(), b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
+    for (const auto& [act, f] : acts) {
+      tp::tensor<tp::bf16, 2> c(test::dev(), {M, N});
+      c.poison();
+      tp::matmul(test::dev(), a.view(), b.view(), b_row ? tp::b_layout::row_major : tp::b_layout::col_major, c.view(),
+                 {.bias = bias.data(), .act = act});
+      std::vector<double> ref(M * N, 0.0);
+      for (long long i = 0; i < M; ++i)
+        for (long long j = 0; j < N; ++j) {
+          double s = tp::to_float(hbias[j]);
+          for (long long kk = 0; kk < K; ++kk)
+            s += static_cast<double>(tp::to_float(ha[i * K + kk])) * tp::to_float(hb[b_row ? kk * N + j : j * K + kk]);
+          ref[i * N + j] = f(s);
+        }
+      EXPECT_LT(test::rel_error(c.to_host(), ref), 1e-2) << "activation " << static_cast<int>(act) << (b_row ? " B row-major" : " B column-major");
+    }
+  }
+}

@@ -5,12 +5,13 @@
 // a slot is refilled only once the wgmma that read it has finished.
 #pragma once
 
+#include <tilepipe/kernels/matmul.cuh>  // b_layout
 #include <tilepipe/tilepipe.cuh>
 
 namespace tp = tilepipe;
 
 /// How B is stored: row-major K x N, or column-major (row-major N x K, i.e. B transposed).
-enum class b_layout { row_major, col_major };
+using tilepipe::b_layout;
 
 template <class T, int BM, int BN, int Stages, int WGs, b_layout BL = b_layout::row_major>
 struct matmul_kernel {

@@ -1,4 +1,4 @@
-// A persistent, warp-specialised matmul with a fused epilogue: C = epilogue(A * B).
+// The persistent, warp-specialised matmul (kernels/matmul.cuh) with a fused epilogue: C = epilogue(A * B).
 // Runs on the GPU when there is one, else in the CPU interpreter; checks itself against a
 // float64 reference and prints what it ran on and how fast.
 //   matmul_ws [--m M] [--n N] [--k K] [--dtype bf16|f16] [--b row|col] [--bias-relu 1 | --cluster 2] [--stream-k 0]
@@ -6,12 +6,12 @@
 // tiles do not divide evenly among the SMs, the last wave is split by stream-K (partial
 // sums in a workspace); --stream-k 0 runs it as whole tiles.
 #include "../common/example_util.hpp"
-#include "matmul_ws_kernel.cuh"
+#include <tilepipe/kernels/matmul.cuh>
 
-template <class T, b_layout BL, class Epi, int Cluster = 1>
+template <class T, tp::b_layout BL, class Epi, int Cluster = 1>
 int run(const tp::device& dev, long long M, long long N, long long K, Epi epi, const std::vector<T>& hbias, bool stream_k) {
-  using kernel = matmul_ws_kernel<T, T, 128, 256, 4, BL, Epi, 64, Cluster>;
-  const bool b_row = BL == b_layout::row_major;
+  using kernel = tp::matmul_ws_kernel<T, T, 128, 256, 4, BL, Epi, 64, Cluster>;
+  const bool b_row = BL == tp::b_layout::row_major;
   auto ha = example::random_values<T>(M * K), hb = example::random_values<T>(K * N);
   auto a = tp::tensor<T, 2>::from_host(dev, {M, K}, ha);
   auto b = tp::tensor<T, 2>::from_host(dev, b_row ? std::array<long long, 2>{K, N} : std::array<long long, 2>{N, K}, hb);
@@ -40,16 +40,16 @@ template <class T>
 int run_dtype(const tp::device& dev, long long M, long long N, long long K, bool b_row, bool bias_relu, bool cluster,
               bool sk) {
   if (cluster)
-    return b_row ? run<T, b_layout::row_major, no_epilogue, 2>(dev, M, N, K, no_epilogue{}, {}, sk)
-                 : run<T, b_layout::col_major, no_epilogue, 2>(dev, M, N, K, no_epilogue{}, {}, sk);
+    return b_row ? run<T, tp::b_layout::row_major, tp::no_epilogue, 2>(dev, M, N, K, tp::no_epilogue{}, {}, sk)
+                 : run<T, tp::b_layout::col_major, tp::no_epilogue, 2>(dev, M, N, K, tp::no_epilogue{}, {}, sk);
   if (!bias_relu)
-    return b_row ? run<T, b_layout::row_major>(dev, M, N, K, no_epilogue{}, {}, sk)
-                 : run<T, b_layout::col_major>(dev, M, N, K, no_epilogue{}, {}, sk);
+    return b_row ? run<T, tp::b_layout::row_major>(dev, M, N, K, tp::no_epilogue{}, {}, sk)
+                 : run<T, tp::b_layout::col_major>(dev, M, N, K, tp::no_epilogue{}, {}, sk);
   const auto hbias = example::random_values<T>(N);
   auto bias = tp::tensor<T, 1>::from_host(dev, {N}, hbias);
-  const bias_relu_epilogue<T> epi{bias.data(), N};
-  return b_row ? run<T, b_layout::row_major>(dev, M, N, K, epi, hbias, sk)
-               : run<T, b_layout::col_major>(dev, M, N, K, epi, hbias, sk);
+  const tp::bias_relu_epilogue<T> epi{bias.data(), N};
+  return b_row ? run<T, tp::b_layout::row_major>(dev, M, N, K, epi, hbias, sk)
+               : run<T, tp::b_layout::col_major>(dev, M, N, K, epi, hbias, sk);
 }
 
 int main(int argc, char** argv) {

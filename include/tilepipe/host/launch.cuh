@@ -214,6 +214,9 @@ void allow_smem(std::size_t bytes) {
   const std::lock_guard<std::mutex> lock(m);
   if (allowed.size() <= static_cast<std::size_t>(dev)) allowed.resize(dev + 1, 0);
   if (bytes <= allowed[dev]) return;
+  // The first call for a kernel also loads its module (CUDA's lazy loading); it may come
+  // inside a CUDA-graph capture (a framework's first call of a tilepipe op).
+  const detail::relaxed_capture_mode relaxed;
   TP_CUDA_CHECK(cudaFuncSetAttribute(gpu_entry<K, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   allowed[dev] = bytes;
 }
@@ -423,6 +426,7 @@ class kernel_launcher {
     for (int g : cfg_.grid) grid *= g;
     if (!dev.is_gpu()) return grid;
 #if TP_HAS_CUDA_COMPILER
+    const detail::device_scope on(dev.ordinal());
     if (cluster_size() == 1)
       return with_gpu_launch(dim3(1), [&](auto entry, const cudaLaunchConfig_t& lc) {
         int per_sm = 0;
@@ -542,7 +546,7 @@ class kernel_launcher {
       return;
     }
 #if TP_HAS_CUDA_COMPILER
-    launch_gpu(*p, smem);
+    launch_gpu(*p, smem, dev.ordinal());
 #endif
   }
 
@@ -552,8 +556,10 @@ class kernel_launcher {
   /// what fails in every run of it (shared memory over budget, a device-side check)
   /// fails here, naming the kernel, rather than at the next unrelated CUDA call. Later
   /// launches only leave their description in the diary (formatted if an error needs it).
-  void launch_gpu(kp_type& p, std::size_t smem) const {
-    p.grid.failure = detail::current_failure_channel();
+  /// The launch goes to GPU `ordinal` (the device's), which is current meanwhile.
+  void launch_gpu(kp_type& p, std::size_t smem, int ordinal) const {
+    const detail::device_scope on(ordinal);
+    p.grid.failure = detail::failure_channel_of(ordinal);
     const detail::launch_record record{&launch_detail::kernel_name<K>(), {p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]},
                                        cluster_size(), launch_detail::threads_of<K>(), smem};
     auto stream = static_cast<cudaStream_t>(cfg_.stream);

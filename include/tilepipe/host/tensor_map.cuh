@@ -31,17 +31,30 @@ inline encode_tiled_fn encode_tiled() {
 }
 #endif
 
-/// The tensor map for moving blocks of Tile out of / into `t` with TMA.
+/// A dimension of extent 1 is only ever read at index 0, so its stride addresses nothing;
+/// frameworks hand over any value there (PyTorch's DLPack export writes 1 for a decode
+/// query [B, 1, H, D], pytorch#83158). TMA rules for strides apply to the dimensions that
+/// have more than one index: the others count as contiguous over the dimensions inside.
+template <class T, int R>
+long long effective_stride(const tensor_view<T, R>& t, int d) {
+  if (t.shape[d] != 1) return t.stride[d];
+  if (d == R - 1) return 1;
+  const long long inner = effective_stride(t, d + 1) * t.shape[d + 1];
+  const long long per16 = 16 / static_cast<long long>(sizeof(T));  // round up to 16 bytes
+  return (inner + per16 - 1) / per16 * per16;
+}
+
 /// A kernel's check, before its launch, of a tensor it reads or writes by rows with TMA:
-/// the last dimension contiguous, the other strides and the data 16-byte aligned. Reports
-/// name the kernel and the tensor (make_tensor_map's reports name only the launch argument).
+/// the last dimension contiguous, the other strides and the data 16-byte aligned
+/// (dimensions of extent 1 excepted: effective_stride). Reports name the kernel and the
+/// tensor (make_tensor_map's reports name only the launch argument).
 template <class T, int R>
 void require_tma_rows(const tensor_view<T, R>& t, const char* kernel, const char* name) {
-  if (t.stride[R - 1] != 1)
+  if (effective_stride(t, R - 1) != 1)
     detail::throw_formatted("%s: %s's last dimension must be contiguous (stride 1, got %lld)", kernel, name,
                             t.stride[R - 1]);
   for (int d = 0; d < R - 1; ++d)
-    if (t.stride[d] * static_cast<long long>(sizeof(T)) % 16 != 0)
+    if (effective_stride(t, d) * static_cast<long long>(sizeof(T)) % 16 != 0)
       detail::throw_formatted("%s: %s's stride %lld in dimension %d is not a multiple of 16 bytes (TMA)", kernel, name,
                               t.stride[d], d);
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
@@ -66,7 +79,7 @@ tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what)
   const auto addr = reinterpret_cast<std::uintptr_t>(t.data);
   if (addr % 16 != 0)
     detail::throw_formatted("%s: tensor data at %p is not 16-byte aligned, which TMA requires", what, t.data);
-  if (t.stride[R - 1] != 1)
+  if (effective_stride(t, R - 1) != 1)
     detail::throw_formatted("%s: the innermost dimension must be contiguous (stride 1) for TMA, but its stride is %lld",
                             what, t.stride[R - 1]);
   for (int d0 = 0; d0 < R; ++d0)  // before the strides: an empty dimension makes the outer strides 0
@@ -78,7 +91,7 @@ tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what)
     if (t.shape[d0] > (1ll << 32))
       detail::throw_formatted("%s: dimension %d has extent %lld, over the TMA limit of 2^32", what, d0, t.shape[d0]);
     d.dims[td] = t.shape[d0];
-    d.stride_bytes[td] = t.stride[d0] * e;
+    d.stride_bytes[td] = effective_stride(t, d0) * e;
     d.box[td] = plan::box(td);
     if (td > 0 && (d.stride_bytes[td] % 16 != 0 || d.stride_bytes[td] <= 0))
       detail::throw_formatted(

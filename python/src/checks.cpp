@@ -1,0 +1,352 @@
+// What the host can check before a launch, with messages that name the Python argument.
+// A device-side check that fails on the GPU traps and leaves the process's CUDA context
+// unusable (fatal for a PyTorch or JAX process), so everything the host can know is checked
+// here: element types, ranks, shapes, devices, the TMA layout rules (last dimension
+// contiguous, other strides and the data 16-byte aligned; extent-1 dimensions excepted,
+// as the library's tensor maps treat them), and group tables and sequence offsets that
+// live in host memory. Tables in GPU memory cannot be read without a synchronisation
+// (illegal in a CUDA-graph capture); the kernels clip what they read from them.
+#include "ops.hpp"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <initializer_list>
+
+namespace tilepipe::python {
+
+const char* dtype_name(dtype t) {
+  switch (t) {
+    case dtype::bf16: return "bfloat16";
+    case dtype::f16: return "float16";
+    case dtype::f32: return "float32";
+    case dtype::i32: return "int32";
+    default: return "another type";
+  }
+}
+
+std::int64_t tensor_arg::numel() const {
+  std::int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+std::string tensor_arg::shape_text() const {
+  std::string s = "[";
+  for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+namespace {
+
+template <class E = argument_error>
+[[noreturn]] void fail(const char* fmt, ...) {
+  char buf[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  throw E(buf);
+}
+
+const char* where(const tensor_arg& t) { return t.on_gpu ? "a GPU" : "host memory"; }
+
+void require_rank(const char* op, const tensor_arg& t, int rank, const char* layout) {
+  if (t.rank != rank)
+    fail<argument_type_error>("%s: %s must have %d dimensions (%s), got shape %s", op, t.name, rank, layout,
+                              t.shape_text().c_str());
+}
+
+void require_type(const char* op, const tensor_arg& t, dtype type) {
+  if (t.type != type)
+    fail<argument_type_error>("%s: %s must be %s, got %s", op, t.name, dtype_name(type), t.type_name.c_str());
+}
+
+/// bf16 or f16, and the same as `like` when given.
+void require_16bit(const char* op, const tensor_arg& t, const tensor_arg* like = nullptr) {
+  if (t.type != dtype::bf16 && t.type != dtype::f16)
+    fail<argument_type_error>("%s: %s must be bfloat16 or float16, got %s", op, t.name, t.type_name.c_str());
+  if (like && t.type != like->type)
+    fail<argument_type_error>("%s: %s is %s but %s is %s; they must have the same dtype", op, t.name, t.type_name.c_str(),
+                              like->name, like->type_name.c_str());
+}
+
+/// Every present tensor on the device of `first`, and GPU tensors only in a build with the GPU kernels.
+void require_same_device(const char* op, std::initializer_list<const tensor_arg*> ts) {
+  const tensor_arg* first = *ts.begin();
+  if (first->on_gpu && !built_with_cuda())
+    fail<unsupported_error>("%s: %s is on a GPU, but this build of tilepipe has no GPU kernels (nvcc was not found "
+                            "when it was built); reinstall with CUDA 13's nvcc on PATH, or pass host arrays (the "
+                            "interpreter)",
+                            op, first->name);
+  for (const tensor_arg* t : ts) {
+    if (!t->present()) continue;
+    if (t->on_gpu != first->on_gpu || (t->on_gpu && t->device != first->device))
+      fail("%s: %s is on %s%s but %s is on %s%s; every tensor of a call must be on the same device", op, t->name,
+           where(*t), t->on_gpu ? (" " + std::to_string(t->device)).c_str() : "", first->name, where(*first),
+           first->on_gpu ? (" " + std::to_string(first->device)).c_str() : "");
+  }
+}
+
+std::int64_t elem_bytes(dtype t) { return t == dtype::bf16 || t == dtype::f16 ? 2 : 4; }
+
+/// The stride tilepipe uses for dimension d: an extent-1 dimension is never stepped, so any
+/// stride a framework gives it is accepted (host/tensor_map.cuh, effective_stride).
+std::int64_t effective_stride(const tensor_arg& t, int d) {
+  if (t.shape[d] != 1) return t.stride[d];
+  if (d == t.rank - 1) return 1;
+  const std::int64_t inner = effective_stride(t, d + 1) * t.shape[d + 1];
+  const std::int64_t per16 = 16 / elem_bytes(t.type);
+  return (inner + per16 - 1) / per16 * per16;
+}
+
+/// The layout TMA reads and writes: last dimension contiguous, other strides multiples of
+/// 16 bytes, data 16-byte aligned. An empty tensor is never touched.
+void require_tma_layout(const char* op, const tensor_arg& t) {
+  if (t.numel() == 0) return;
+  const std::int64_t e = elem_bytes(t.type);
+  if (effective_stride(t, t.rank - 1) != 1)
+    fail("%s: %s's last dimension must be contiguous (stride 1, got %lld); pass %s.contiguous() or a copy", op, t.name,
+         static_cast<long long>(t.stride[t.rank - 1]), t.name);
+  for (int d = 0; d < t.rank - 1; ++d) {
+    const std::int64_t s = effective_stride(t, d);
+    if (s <= 0 || s * e % 16 != 0)
+      fail("%s: %s's stride in dimension %d is %lld elements (%lld bytes), which is not a positive multiple of 16 "
+           "bytes; tilepipe moves %s with TMA, which needs that (shape %s: the sizes of the inner dimensions must "
+           "make rows of a multiple of 16 bytes, or pass a padded copy)",
+           op, t.name, d, static_cast<long long>(s), static_cast<long long>(s * e), t.name, t.shape_text().c_str());
+  }
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0)
+    fail("%s: %s's data is not 16-byte aligned (TMA needs it); a view that starts inside a row can cause this: pass "
+         "a copy",
+         op, t.name);
+}
+
+void require_int32_vector(const char* op, const tensor_arg& t, std::int64_t length, const char* what) {
+  require_type(op, t, dtype::i32);
+  if (t.rank != 1) fail<argument_type_error>("%s: %s must be one-dimensional, got shape %s", op, t.name, t.shape_text().c_str());
+  if (t.shape[0] != length)
+    fail("%s: %s has %lld entries, expected %lld (%s)", op, t.name, static_cast<long long>(t.shape[0]),
+         static_cast<long long>(length), what);
+  if (t.shape[0] > 1 && t.stride[0] != 1)
+    fail("%s: %s must be contiguous (stride 1, got %lld)", op, t.name, static_cast<long long>(t.stride[0]));
+}
+
+void require_int32_range(const char* op, const tensor_arg& t, std::int64_t value) {
+  if (value > 0x7fffffffLL)
+    fail("%s: %s's shape %s exceeds the 32-bit sizes the kernel uses", op, t.name, t.shape_text().c_str());
+}
+
+const std::int32_t* host_ints(const tensor_arg& t) {
+  return t.on_gpu || !t.data ? nullptr : static_cast<const std::int32_t*>(t.data);  // null data: a trace-time placeholder
+}
+
+}  // namespace
+
+void check(attention_args& a) {
+  const char* op = "tilepipe.attention";
+  const bool varlen = a.cu_seqlens_q.present() || a.cu_seqlens_k.present();
+  const int rank = varlen ? 3 : 4;
+  const char* layout = varlen ? "[total, heads, head_dim] with cu_seqlens" : "[batch, seqlen, heads, head_dim]";
+  if (varlen && !(a.cu_seqlens_q.present() && a.cu_seqlens_k.present()))
+    fail("%s: varlen attention needs both cu_seqlens_q and cu_seqlens_k (%s was given alone)", op,
+         a.cu_seqlens_q.present() ? "cu_seqlens_q" : "cu_seqlens_k");
+  for (tensor_arg* t : {&a.q, &a.k, &a.v, &a.out}) require_rank(op, *t, rank, layout);
+  require_16bit(op, a.q), require_16bit(op, a.k, &a.q), require_16bit(op, a.v, &a.q), require_16bit(op, a.out, &a.q);
+  require_same_device(op, {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.cu_seqlens_q, &a.cu_seqlens_k});
+  const int h = rank - 2, d = rank - 1;  // the heads' and the head dim's dimension
+  const std::int64_t D = a.q.shape[d], hq = a.q.shape[h], hkv = a.k.shape[h];
+  if (D != 64 && D != 128 && D != 256)
+    fail<unsupported_error>("%s: head dim %lld (the last dimension of q, shape %s) is not supported; tilepipe has "
+                            "64, 128 and 256",
+                            op, static_cast<long long>(D), a.q.shape_text().c_str());
+  if (a.k.shape[d] != D)
+    fail("%s: k's head dim is %lld but q's is %lld (shapes %s and %s)", op, static_cast<long long>(a.k.shape[d]),
+         static_cast<long long>(D), a.k.shape_text().c_str(), a.q.shape_text().c_str());
+  if (a.v.shape[d] != D)
+    fail<unsupported_error>("%s: v's head dim %lld differs from q's and k's %lld; tilepipe needs them equal", op,
+                            static_cast<long long>(a.v.shape[d]), static_cast<long long>(D));
+  for (int i = 0; i < rank - 1; ++i)
+    if (a.v.shape[i] != a.k.shape[i])
+      fail("%s: k and v must have the same shape but k is %s and v is %s", op, a.k.shape_text().c_str(),
+           a.v.shape_text().c_str());
+  if (hkv < 1 || hq % hkv != 0)
+    fail("%s: q has %lld heads, which is not a multiple of k's and v's %lld (grouped-query attention needs "
+         "heads_q %% heads_kv == 0)",
+         op, static_cast<long long>(hq), static_cast<long long>(hkv));
+  if (!varlen && a.k.shape[0] != a.q.shape[0])
+    fail("%s: q has batch %lld but k and v have %lld", op, static_cast<long long>(a.q.shape[0]),
+         static_cast<long long>(a.k.shape[0]));
+  for (int i = 0; i < rank; ++i)
+    if (a.out.shape[i] != a.q.shape[i])
+      fail("%s: out must have q's shape %s, got %s", op, a.q.shape_text().c_str(), a.out.shape_text().c_str());
+  for (tensor_arg* t : {&a.q, &a.k, &a.v}) require_int32_range(op, *t, t->shape[rank - 3]);
+  for (tensor_arg* t : {&a.q, &a.k, &a.v, &a.out}) require_tma_layout(op, *t);
+  if (a.window_left < -1 || a.window_right < -1)
+    fail("%s: window_size must be (left, right) with -1 for unbounded or a size >= 0, got (%d, %d)", op, a.window_left,
+         a.window_right);
+  if (!std::isfinite(a.softmax_scale) || a.softmax_scale == 0.0f)
+    fail("%s: softmax_scale must be a finite nonzero number, got %g", op, static_cast<double>(a.softmax_scale));
+
+  if (varlen) {
+    if (a.cu_seqlens_q.rank != 1 || a.cu_seqlens_q.shape[0] < 1)
+      fail("%s: cu_seqlens_q must be a one-dimensional int32 tensor of batch + 1 offsets, got shape %s", op,
+           a.cu_seqlens_q.shape_text().c_str());
+    const std::int64_t batch = a.cu_seqlens_q.shape[0] - 1;
+    require_int32_vector(op, a.cu_seqlens_q, batch + 1, "batch + 1 offsets");
+    require_int32_vector(op, a.cu_seqlens_k, batch + 1, "as many as cu_seqlens_q");
+    const std::int64_t total_q = a.q.shape[0], total_k = a.k.shape[0];
+    const std::int32_t *cq = host_ints(a.cu_seqlens_q), *ck = host_ints(a.cu_seqlens_k);
+    if (cq && ck) {  // in host memory: checked entry by entry, and max_seqlen_q found if not given
+      int longest = 0;
+      for (std::int64_t b = 0; b <= batch; ++b) {
+        if (cq[b] < 0 || cq[b] > total_q || (b > 0 && cq[b] < cq[b - 1]))
+          fail("%s: cu_seqlens_q[%lld] = %d: the offsets must not decrease and must lie in [0, %lld] (q has %lld "
+               "rows)",
+               op, static_cast<long long>(b), cq[b], static_cast<long long>(total_q), static_cast<long long>(total_q));
+        if (ck[b] < 0 || ck[b] > total_k || (b > 0 && ck[b] < ck[b - 1]))
+          fail("%s: cu_seqlens_k[%lld] = %d: the offsets must not decrease and must lie in [0, %lld] (k has %lld "
+               "rows)",
+               op, static_cast<long long>(b), ck[b], static_cast<long long>(total_k), static_cast<long long>(total_k));
+        if (b > 0 && cq[b] - cq[b - 1] > longest) longest = cq[b] - cq[b - 1];
+      }
+      if (a.max_seqlen_q < 0) a.max_seqlen_q = longest;
+      else if (longest > a.max_seqlen_q)
+        fail("%s: sequence lengths in cu_seqlens_q reach %d, more than max_seqlen_q = %d", op, longest, a.max_seqlen_q);
+    } else if (a.max_seqlen_q < 0) {
+      fail("%s: max_seqlen_q is required with cu_seqlens_q on a GPU (tilepipe does not read device memory on the "
+           "host: that would synchronise the stream)",
+           op);
+    }
+    if (a.lse.present()) {
+      require_type(op, a.lse, dtype::f32);
+      if (a.lse.rank != 2 || a.lse.shape[0] != hq || a.lse.shape[1] != total_q)
+        fail("%s: lse must be [heads, total_q] = [%lld, %lld], got %s", op, static_cast<long long>(hq),
+             static_cast<long long>(total_q), a.lse.shape_text().c_str());
+    }
+  } else if (a.lse.present()) {
+    require_type(op, a.lse, dtype::f32);
+    if (a.lse.rank != 3 || a.lse.shape[0] != a.q.shape[0] || a.lse.shape[1] != hq || a.lse.shape[2] != a.q.shape[1])
+      fail("%s: lse must be [batch, heads, seqlen_q] = [%lld, %lld, %lld], got %s", op,
+           static_cast<long long>(a.q.shape[0]), static_cast<long long>(hq), static_cast<long long>(a.q.shape[1]),
+           a.lse.shape_text().c_str());
+  }
+  if (a.lse.present() && a.lse.numel() > 0) {
+    const std::int64_t inner = a.lse.rank == 3 ? a.lse.shape[2] : a.lse.shape[1];
+    bool contiguous = a.lse.stride[a.lse.rank - 1] == 1 || inner == 1;
+    if (a.lse.rank == 3) contiguous = contiguous && (a.lse.stride[1] == inner || a.lse.shape[1] == 1) &&
+                                      (a.lse.stride[0] == a.lse.shape[1] * inner || a.lse.shape[0] == 1);
+    else contiguous = contiguous && (a.lse.stride[0] == inner || a.lse.shape[0] == 1);
+    if (!contiguous) fail("%s: lse must be contiguous", op);
+  }
+}
+
+void check(grouped_mm_args& a) {
+  const char* op = "tilepipe.grouped_mm";
+  require_16bit(op, a.a), require_16bit(op, a.b, &a.a), require_16bit(op, a.out, &a.a);
+  require_same_device(op, {&a.a, &a.b, &a.out, &a.table});
+  require_rank(op, a.b, 3, "[groups, K, N]");
+  const std::int64_t G = a.b.shape[0], K = a.b.shape[1], N = a.b.shape[2];
+  if (G < 1 || G > 256) fail("%s: %s has %lld groups; tilepipe supports 1 to 256", op, a.b.name, static_cast<long long>(G));
+  require_int32_vector(op, a.table, G, "one per group of b");
+  if (a.masked) {
+    require_rank(op, a.a, 3, "[groups, rows, K] in the masked layout");
+    require_rank(op, a.out, 3, "[groups, rows, N]");
+    if (a.a.shape[0] != G)
+      fail("%s: %s has %lld groups but %s has %lld", op, a.a.name, static_cast<long long>(a.a.shape[0]), a.b.name,
+           static_cast<long long>(G));
+    if (a.a.shape[1] < 1) fail("%s: %s has no rows per group (shape %s)", op, a.a.name, a.a.shape_text().c_str());
+  } else {
+    require_rank(op, a.a, 2, "[rows, K] with offs");
+    require_rank(op, a.out, 2, "[rows, N]");
+  }
+  const int kd = a.a.rank - 1;
+  if (a.a.shape[kd] != K)
+    fail("%s: %s has K = %lld (shape %s) but %s has K = %lld (shape %s, logical [groups, K, N])", op, a.a.name,
+         static_cast<long long>(a.a.shape[kd]), a.a.shape_text().c_str(), a.b.name, static_cast<long long>(K),
+         a.b.shape_text().c_str());
+  if (K < 1 || N < 1) fail("%s: K = %lld and N = %lld must be positive", op, static_cast<long long>(K), static_cast<long long>(N));
+  for (int i = 0; i < a.a.rank - 1; ++i)
+    if (a.out.shape[i] != a.a.shape[i] || a.out.shape[kd] != N)
+      fail("%s: out must be %s with N = %lld, got %s", op, a.a.shape_text().c_str(), static_cast<long long>(N),
+           a.out.shape_text().c_str());
+  const std::int64_t rows = a.masked ? a.a.shape[0] * a.a.shape[1] : a.a.shape[0];
+  if (rows > 0x7fffffffLL - 256 * 128) fail("%s: %s has %lld rows, beyond the kernel's 32-bit row indices", op, a.a.name, static_cast<long long>(rows));
+  // b is [G, K, N] with N contiguous, or the transpose of a contiguous [G, N, K] (nn.Linear weights).
+  const bool kn = a.b.stride[2] == 1 || N == 1;
+  const bool nk = !kn && (a.b.stride[1] == 1 || K == 1);
+  if (!kn && !nk)
+    fail("%s: %s (logical [groups, K, N] = %s) must have N contiguous (stride 1), or K contiguous as the transpose "
+         "of [groups, N, K] weights (w.transpose(-2, -1)); its strides are (%lld, %lld, %lld)",
+         op, a.b.name, a.b.shape_text().c_str(), static_cast<long long>(a.b.stride[0]), static_cast<long long>(a.b.stride[1]),
+         static_cast<long long>(a.b.stride[2]));
+  tensor_arg b_stored = a.b;  // as the kernel reads it: [G, K, N] or [G, N, K]
+  if (nk) b_stored.shape[1] = N, b_stored.shape[2] = K, b_stored.stride[1] = a.b.stride[2], b_stored.stride[2] = a.b.stride[1];
+  require_tma_layout(op, a.a), require_tma_layout(op, b_stored), require_tma_layout(op, a.out);
+  if (a.masked) {
+    for (const tensor_arg* t : {&a.a, &a.out})
+      if (t->shape[0] > 1 && t->shape[1] > 1 && t->stride[0] != t->shape[1] * t->stride[1])
+        fail("%s: %s's groups must lie back to back in the masked layout (stride %lld in dimension 0, expected "
+             "%lld)",
+             op, t->name, static_cast<long long>(t->stride[0]), static_cast<long long>(t->shape[1] * t->stride[1]));
+  }
+  if (const std::int32_t* t = host_ints(a.table)) {
+    for (std::int64_t g = 0; g < G; ++g) {
+      if (a.masked && (t[g] < 0 || t[g] > a.a.shape[1]))
+        fail("%s: %s[%lld] = %d is outside [0, %lld] (the rows per group of %s)", op, a.table.name,
+             static_cast<long long>(g), t[g], static_cast<long long>(a.a.shape[1]), a.a.name);
+      const std::int64_t size = a.masked ? 0 : t[g] - (g > 0 ? t[g - 1] : 0);
+      if (!a.masked && size < 0)
+        fail("%s: group %lld has %lld rows according to %s (cumulative row ends %d, then %d); group sizes must not "
+             "be negative",
+             op, static_cast<long long>(g), static_cast<long long>(size), a.table.name, g > 0 ? t[g - 1] : 0, t[g]);
+    }
+    if (!a.masked && t[G - 1] != rows)
+      fail("%s: the groups in %s cover %d rows but %s has %lld; tilepipe needs every row of %s in a group (slice it "
+           "to the rows the groups cover)",
+           op, a.table.name, t[G - 1], a.a.name, static_cast<long long>(rows), a.a.name);
+  }
+}
+
+void check(matmul_args& a) {
+  const char* op = "tilepipe.matmul";
+  require_rank(op, a.a, 2, "[M, K]"), require_rank(op, a.b, 2, "[K, N]"), require_rank(op, a.out, 2, "[M, N]");
+  require_16bit(op, a.a), require_16bit(op, a.b, &a.a), require_16bit(op, a.out, &a.a);
+  require_same_device(op, {&a.a, &a.b, &a.out, &a.bias});
+  const std::int64_t M = a.a.shape[0], K = a.a.shape[1], N = a.b.shape[1];
+  if (a.b.shape[0] != K)
+    fail("%s: a is %s and b is %s: a's columns (K = %lld) must equal b's rows", op, a.a.shape_text().c_str(),
+         a.b.shape_text().c_str(), static_cast<long long>(K));
+  if (K < 1 || N < 1) fail("%s: K = %lld and N = %lld must be positive", op, static_cast<long long>(K), static_cast<long long>(N));
+  if (a.out.shape[0] != M || a.out.shape[1] != N)
+    fail("%s: out must be [%lld, %lld], got %s", op, static_cast<long long>(M), static_cast<long long>(N),
+         a.out.shape_text().c_str());
+  for (const tensor_arg* t : {&a.a, &a.b, &a.out}) require_int32_range(op, *t, t->shape[0] > t->shape[1] ? t->shape[0] : t->shape[1]);
+  const bool row_major = a.b.stride[1] == 1 || N == 1;
+  const bool col_major = !row_major && (a.b.stride[0] == 1 || K == 1);
+  if (!row_major && !col_major)
+    fail("%s: b (%s) must have N contiguous, or K contiguous as the transpose of an [N, K] weight (w.t()); its "
+         "strides are (%lld, %lld)",
+         op, a.b.shape_text().c_str(), static_cast<long long>(a.b.stride[0]), static_cast<long long>(a.b.stride[1]));
+  tensor_arg b_stored = a.b;
+  if (col_major) b_stored.shape[0] = N, b_stored.shape[1] = K, b_stored.stride[0] = a.b.stride[1], b_stored.stride[1] = a.b.stride[0];
+  require_tma_layout(op, a.a), require_tma_layout(op, b_stored), require_tma_layout(op, a.out);
+  if (a.bias.present()) {
+    require_16bit(op, a.bias, &a.a);
+    if (a.bias.rank != 1 || a.bias.shape[0] != N)
+      fail("%s: bias must be one-dimensional with N = %lld entries, got shape %s", op, static_cast<long long>(N),
+           a.bias.shape_text().c_str());
+    if (N > 1 && a.bias.stride[0] != 1) fail("%s: bias must be contiguous (stride 1, got %lld)", op, static_cast<long long>(a.bias.stride[0]));
+  }
+}
+
+}  // namespace tilepipe::python
+
+namespace tilepipe::python {
+
+// One launcher per element type (kernels.cu); check() has made sure the type is one of two.
+void run(const attention_args& a) { a.q.type == dtype::bf16 ? run_attention_bf16(a) : run_attention_f16(a); }
+void run(const grouped_mm_args& a) { a.a.type == dtype::bf16 ? run_grouped_mm_bf16(a) : run_grouped_mm_f16(a); }
+void run(const matmul_args& a) { a.a.type == dtype::bf16 ? run_matmul_bf16(a) : run_matmul_f16(a); }
+
+}  // namespace tilepipe::python

@@ -1,0 +1,124 @@
+// The launchers of the Python extension, compiled once per kernel family and element type
+// (CMake makes one translation unit each, defining TILEPIPE_PY_KERNEL and TILEPIPE_PY_DTYPE):
+// by nvcc, each holds the sm_90a kernels and the interpreter; by the C++ compiler alone, the
+// interpreter only. The arguments have passed check() (checks.cpp).
+#include "ops.hpp"
+
+#include <tilepipe/kernels/attention.cuh>
+#include <tilepipe/kernels/grouped_matmul.cuh>
+#include <tilepipe/kernels/matmul.cuh>
+
+#include <mutex>
+
+namespace tilepipe::python {
+
+namespace {
+
+using T = tilepipe::TILEPIPE_PY_DTYPE;
+
+template <class E, int R>
+tensor_view<E, R> view_of(const tensor_arg& t) {
+  tensor_view<E, R> v;
+  v.data = static_cast<E*>(t.data);
+  for (int d = 0; d < R; ++d) v.shape[d] = t.shape[d], v.stride[d] = t.stride[d];
+  v.on_gpu = t.on_gpu;
+  return v;
+}
+
+/// The device of the tensors. The interpreter is shared by the process: its launches are
+/// serialised (a JAX CPU computation and a Python thread may call at once).
+const device& device_of(const tensor_arg& t) {
+  if (!t.on_gpu) {
+    static const device interpreter = device::open(backend::interpret);
+    return interpreter;
+  }
+  static std::mutex lock;
+  static std::vector<std::unique_ptr<device>> gpus;
+  const std::lock_guard<std::mutex> guard(lock);
+  if (gpus.size() <= static_cast<std::size_t>(t.device)) gpus.resize(t.device + 1);
+  if (!gpus[t.device]) gpus[t.device] = std::make_unique<device>(device::open_gpu(t.device));
+  return *gpus[t.device];
+}
+
+std::mutex& interpreter_lock() {
+  static std::mutex m;
+  return m;
+}
+
+/// Runs `launch` on the tensors' device; interpreter launches one at a time.
+template <class F>
+void on_device(const tensor_arg& t, F&& launch) {
+  const device& dev = device_of(t);
+  if (dev.is_gpu()) return launch(dev);
+  const std::lock_guard<std::mutex> guard(interpreter_lock());
+  launch(dev);
+}
+
+}  // namespace
+
+#if TILEPIPE_PY_KERNEL == 1  // attention
+void TILEPIPE_PY_ENTRY(const attention_args& a) {
+  if (a.q.numel() == 0) return;  // no query rows: nothing to write (an empty array's strides may be anything)
+  attention_options opt;
+  opt.scale = a.softmax_scale;
+  opt.causal = a.causal;
+  opt.window_left = a.window_left;
+  opt.window_right = a.window_right;
+  opt.lse = a.lse.present() ? static_cast<float*>(a.lse.data) : nullptr;
+  opt.stream = a.stream;
+  on_device(a.q, [&](const device& dev) {
+    if (a.cu_seqlens_q.present()) {
+      const int batch = static_cast<int>(a.cu_seqlens_q.shape[0] - 1);
+      // k and v without rows: the kernel reads neither (every sequence is empty there).
+      attention_forward_varlen<T>(dev, view_of<T, 3>(a.q), view_of<T, 3>(a.k), view_of<T, 3>(a.v), view_of<T, 3>(a.out),
+                                  static_cast<const int*>(a.cu_seqlens_q.data),
+                                  static_cast<const int*>(a.cu_seqlens_k.data), batch, a.max_seqlen_q, opt);
+    } else {
+      attention_forward<T>(dev, view_of<T, 4>(a.q), view_of<T, 4>(a.k), view_of<T, 4>(a.v), view_of<T, 4>(a.out), opt);
+    }
+  });
+}
+#elif TILEPIPE_PY_KERNEL == 2  // grouped matmul
+void TILEPIPE_PY_ENTRY(const grouped_mm_args& a) {
+  if (a.a.numel() == 0) return;  // no rows: nothing to write
+  const std::int64_t K = a.b.shape[1], N = a.b.shape[2];
+  const bool kn = a.b.stride[2] == 1 || N == 1;
+  tensor_view<T, 3> b = view_of<T, 3>(a.b);  // as stored: [G, K, N] or [G, N, K]
+  if (!kn) b.shape[1] = N, b.shape[2] = K, b.stride[1] = a.b.stride[2], b.stride[2] = a.b.stride[1];
+  const rhs_layout layout = kn ? rhs_layout::kn : rhs_layout::nk;
+  grouped_matmul_options opt;
+  opt.stream = a.stream;
+  on_device(a.a, [&](const device& dev) {
+    const auto* table = static_cast<const int*>(a.table.data);
+    if (a.masked) grouped_matmul_masked<T>(dev, view_of<T, 3>(a.a), b, layout, table, view_of<T, 3>(a.out), opt);
+    else grouped_matmul<T>(dev, view_of<T, 2>(a.a), b, layout, table, view_of<T, 2>(a.out), opt);
+  });
+}
+#elif TILEPIPE_PY_KERNEL == 3  // matmul
+void TILEPIPE_PY_ENTRY(const matmul_args& a) {
+  if (a.a.shape[0] == 0) return;  // no rows: nothing to write
+  const std::int64_t K = a.a.shape[1], N = a.b.shape[1];
+  const bool row_major = a.b.stride[1] == 1 || N == 1;
+  tensor_view<T, 2> b = view_of<T, 2>(a.b);  // as stored: [K, N] or [N, K]
+  if (!row_major) b.shape[0] = N, b.shape[1] = K, b.stride[0] = a.b.stride[1], b.stride[1] = a.b.stride[0];
+  matmul_options opt;
+  opt.bias = a.bias.present() ? a.bias.data : nullptr;
+  opt.act = static_cast<tilepipe::activation>(static_cast<int>(a.act));
+  opt.stream = a.stream;
+  on_device(a.a, [&](const device& dev) {
+    matmul<T>(dev, view_of<T, 2>(a.a), b, row_major ? b_layout::row_major : b_layout::col_major, view_of<T, 2>(a.out), opt);
+  });
+}
+#elif TILEPIPE_PY_KERNEL == 0  // what the bindings ask of the build and the GPUs
+bool built_with_cuda() { return TP_HAS_CUDA_COMPILER; }
+void prepare_gpu(int ordinal) {
+  if (!TP_HAS_CUDA_COMPILER)
+    throw unsupported_error("tilepipe: this build has no GPU kernels (nvcc was not found when it was built); "
+                            "reinstall with CUDA 13's nvcc on PATH, or pass host arrays (the interpreter)");
+  tensor_arg t;
+  t.on_gpu = true, t.device = ordinal;
+  (void)device_of(t);
+}
+#endif
+
+}  // namespace tilepipe::python

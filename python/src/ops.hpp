@@ -1,0 +1,105 @@
+// The Python extension's interface between its bindings and its kernels, in plain C++.
+//
+// Two front ends fill these structures: the nanobind module (ext.cpp: PyTorch, NumPy, CuPy
+// and other DLPack producers) and the XLA FFI handlers (xla.cpp: JAX). Both call the same
+// checks (checks.cpp), which name the Python argument that is wrong, and the same launchers
+// (kernels.cu, compiled by nvcc for the GPU and the interpreter, or by the C++ compiler for
+// the interpreter alone). Nothing here includes tilepipe's headers, so the front ends
+// compile with the host compiler alone and never see the two passes of nvcc.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace tilepipe::python {
+
+enum class dtype { bf16, f16, f32, i32, other };
+
+const char* dtype_name(dtype t);
+
+/// A tensor as the binding received it: strides in elements, any rank up to 4.
+struct tensor_arg {
+  const char* name = "";  // the Python argument, for messages
+  void* data = nullptr;
+  dtype type = dtype::other;
+  std::string type_name;  // the framework's name of the element type, for messages
+  bool on_gpu = false;
+  int device = 0;  // CUDA ordinal (GPU tensors)
+  int rank = -1;   // -1: the argument was None
+  std::int64_t shape[4] = {};
+  std::int64_t stride[4] = {};
+
+  bool present() const { return rank >= 0; }
+  std::int64_t numel() const;
+  /// "[2, 1, 8, 128]"
+  std::string shape_text() const;
+};
+
+/// A wrong argument: the message names it. The bindings raise ValueError.
+struct argument_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+/// An argument of the wrong element type or rank. The bindings raise TypeError.
+struct argument_type_error : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+/// A feature tilepipe does not have (a head dim, an output dtype). NotImplementedError.
+struct unsupported_error : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+struct attention_args {
+  tensor_arg q, k, v, out, lse;          // [B, S, H, D] or varlen [total, H, D]; lse optional
+  tensor_arg cu_seqlens_q, cu_seqlens_k;  // varlen: int32 [batch + 1], or absent
+  int max_seqlen_q = -1;                  // varlen: bound on the query lengths (-1: none given)
+  float softmax_scale = 0.0f;             // 0: 1 / sqrt(head dim)
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  void* stream = nullptr;                 // cudaStream_t for GPU tensors
+};
+
+struct grouped_mm_args {
+  tensor_arg a, b, out;  // a [M, K] (offsets) or [G, Mmax, K] (masked); b [G, K, N] logical; out like a with N
+  tensor_arg table;      // offs: int32 [G] cumulative row ends; masked_m: int32 [G] valid rows per group
+  bool masked = false;
+  void* stream = nullptr;
+};
+
+enum class activation { none, relu, gelu, gelu_tanh, silu };
+
+struct matmul_args {
+  tensor_arg a, b, bias, out;  // a [M, K], b [K, N] logical, bias [N] or absent, out [M, N]
+  activation act = activation::none;
+  void* stream = nullptr;
+};
+
+/// Checks everything the host can know about the call (shapes, element types, strides,
+/// alignment, devices, group tables and offsets in host memory) and throws an
+/// argument_error naming the argument; afterwards the kernel's own checks cannot fail on
+/// the arguments.
+void check(attention_args& a);
+void check(grouped_mm_args& a);
+void check(matmul_args& a);
+
+/// Launch on the tensors' device: the GPU (asynchronously, on `stream`) or the interpreter.
+/// The arguments must have passed check().
+void run(const attention_args& a);
+void run(const grouped_mm_args& a);
+void run(const matmul_args& a);
+
+/// Whether this build has the GPU kernels (nvcc was found) besides the interpreter.
+bool built_with_cuda();
+/// Makes GPU `ordinal` ready for launches (its properties and failure channel): the
+/// bindings call it outside CUDA-graph capture, at the first sight of a device.
+void prepare_gpu(int ordinal);
+
+// One launcher per kernel family and element type (kernels.cu, one translation unit each).
+void run_attention_bf16(const attention_args&);
+void run_attention_f16(const attention_args&);
+void run_grouped_mm_bf16(const grouped_mm_args&);
+void run_grouped_mm_f16(const grouped_mm_args&);
+void run_matmul_bf16(const matmul_args&);
+void run_matmul_f16(const matmul_args&);
+
+}  // namespace tilepipe::python

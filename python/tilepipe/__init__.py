@@ -1,0 +1,33 @@
+"""tilepipe's kernels from Python: flash attention, the grouped (MoE) matmul and the
+persistent matmul, for PyTorch, JAX, NumPy and CuPy arrays.
+
+CUDA tensors run on the GPU (sm_90a: H100 / H200), host tensors in tilepipe's CPU
+interpreter (the same kernel source, simulated). See docs/python.md.
+
+    import tilepipe
+    out = tilepipe.attention(q, k, v, causal=True)          # q, k, v: [batch, seqlen, heads, head_dim]
+    y = tilepipe.grouped_mm(x, w, offs=offs)                # torch._grouped_mm's shapes
+    y = tilepipe.matmul(x, w.t(), bias=b, activation="gelu")
+
+JAX: tilepipe.jax.attention and tilepipe.jax.grouped_mm (XLA FFI; under jax.jit).
+FlashAttention's names: tilepipe.flash_attn_interface.flash_attn_func / flash_attn_varlen_func.
+"""
+import importlib.util as _importlib_util
+
+from . import _C
+from ._api import attention, grouped_mm, matmul
+
+# With PyTorch installed its operators (torch.ops.tilepipe.*) are registered at import, as
+# FlashAttention's are: torch.compile, torch.library.opcheck and code that calls the
+# operators directly must find them before any eager call has happened.
+if _importlib_util.find_spec("torch") is not None:
+    from . import _torch  # noqa: F401
+
+__version__ = "0.1.0"
+__all__ = ["attention", "grouped_mm", "matmul", "built_with_cuda"]
+
+
+def built_with_cuda() -> bool:
+    """Whether this build has the sm_90a GPU kernels (nvcc was found when it was built);
+    without them only host arrays (the interpreter) can be used."""
+    return _C.built_with_cuda()

@@ -1,0 +1,75 @@
+"""The framework-independent entry points: each finds the frontend of its first array's
+type (PyTorch, NumPy, CuPy, JAX) once per type and hands the call over."""
+from . import _args
+
+_frontends = {}  # array type -> frontend module
+
+
+def _frontend_of(x):
+    f = _frontends.get(type(x))
+    if f is None:
+        f = _find_frontend(x)
+        _frontends[type(x)] = f
+    return f
+
+
+def _find_frontend(x):
+    module = type(x).__module__.split(".")[0]
+    if module == "torch":
+        from . import _torch
+        if isinstance(x, _torch.torch.Tensor):
+            return _torch
+    if module == "numpy":
+        from . import _numpy
+        return _numpy
+    if module in ("jax", "jaxlib"):
+        from . import jax as _jax
+        return _jax._Frontend
+    if module == "cupy":
+        from . import _cupy
+        return _cupy
+    raise TypeError(f"tilepipe: {type(x).__module__}.{type(x).__qualname__} is not a supported array type "
+                    "(torch.Tensor, numpy.ndarray, a JAX array or a cupy.ndarray)")
+
+
+def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), cu_seqlens_q=None,
+              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
+    """Flash attention forward: softmax(softmax_scale * q k^T + mask) v, FlashAttention's semantics.
+
+    q: [batch, seqlen_q, heads_q, head_dim]; k, v: [batch, seqlen_k, heads_kv, head_dim], or packed
+    varlen [total, heads, head_dim] with cu_seqlens_q / cu_seqlens_k (int32 [batch + 1] offsets).
+    heads_q a multiple of heads_kv (GQA / MQA); head_dim 64, 128 or 256; bfloat16 or float16.
+    causal: the mask aligned to the bottom right (query i sees keys j <= i + seqlen_k - seqlen_q).
+    window_size: (left, right) keys around that diagonal, -1 unbounded. softmax_scale defaults
+    to 1 / sqrt(head_dim). max_seqlen_q bounds the query lengths (required when cu_seqlens_q is
+    on a GPU; found from host offsets otherwise); max_seqlen_k is accepted and not needed.
+    Returns out (q's shape and dtype), or (out, lse) with return_lse: float32 [batch, heads, seqlen_q]
+    ([heads, total_q] varlen); rows that see no key give out 0 and lse -inf.
+    """
+    del max_seqlen_k  # the kernel does not need it; accepted for FlashAttention's signature
+    return _frontend_of(q).attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                                     max_seqlen_q, return_lse)
+
+
+def grouped_mm(a, b, offs=None, *, masked_m=None, out_dtype=None):
+    """The grouped matmul of a mixture-of-experts layer, with torch._grouped_mm's shapes.
+
+    a [M, K], b [G, K, N], offs int32 [G] (cumulative row ends; offs[-1] == M): rows
+    offs[g-1]:offs[g] of a times b[g] -> out [M, N]. b may be the transpose of [G, N, K] weights
+    (w.transpose(-2, -1)): the layout is read from its strides. a [G, M, K] with b [G, K, N]:
+    a batched matmul -> [G, M, N]; with masked_m (int32 [G]) only the first masked_m[g] rows of
+    each group are computed (DeepGEMM's masked decode layout; the other rows of out are left as
+    they were allocated). bfloat16 or float16; out_dtype must be None or the inputs' dtype.
+    """
+    return _frontend_of(a).grouped_mm(a, b, offs, masked_m, out_dtype)
+
+
+def matmul(a, b, bias=None, activation=None):
+    """activation(a @ b + bias) with the persistent warp-specialised matmul.
+
+    a [..., K], b [K, N] (or the transpose of an [N, K] weight: w.t()), bias [N] or None,
+    activation None, "relu", "gelu" (erf), "gelu_tanh" or "silu". bfloat16 or float16, float32
+    accumulation. Rows of a (and b's rows or columns) must be 16-byte multiples: K and N
+    multiples of 8.
+    """
+    return _frontend_of(a).matmul(a, b, bias, _args.activation_code(activation))

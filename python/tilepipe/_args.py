@@ -1,0 +1,66 @@
+"""Argument normalisation shared by the frontends (PyTorch, NumPy, CuPy, JAX): the
+conventions of FlashAttention and PyTorch turned into what the extension takes."""
+import math
+
+# tilepipe._C's activation codes (python/src/ops.hpp), by PyTorch's names.
+ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+
+
+def activation_code(activation):
+    try:
+        return ACTIVATIONS[activation]
+    except (KeyError, TypeError):
+        names = ", ".join(repr(k) for k in ACTIVATIONS if k is not None)
+        raise ValueError(f"tilepipe.matmul: activation={activation!r} is not one of None, {names}") from None
+
+
+def window(causal, window_size):
+    """(left, right) key window of FlashAttention: -1 (or None, FlashAttention 4's spelling)
+    is unbounded; causal is right = 0 (a window's left edge still applies)."""
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise ValueError(f"tilepipe.attention: window_size must be a pair (left, right), got {window_size!r}") from None
+    left = -1 if left is None else int(left)
+    right = -1 if right is None else int(right)
+    if left < -1 or right < -1:
+        raise ValueError(f"tilepipe.attention: window_size must hold -1 (unbounded) or sizes >= 0, got {window_size!r}")
+    if causal:
+        right = 0 if right < 0 else min(right, 0)
+    return left, right
+
+
+def softmax_scale(head_dim, scale):
+    """FlashAttention's default 1 / sqrt(head_dim); the extension rejects 0 and non-finite values."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+
+
+def lse_shape(q_shape, varlen):
+    """FlashAttention's log-sum-exp layouts: [batch, heads, seqlen_q], or [heads, total_q] for varlen."""
+    return (q_shape[1], q_shape[0]) if varlen else (q_shape[0], q_shape[2], q_shape[1])
+
+
+def grouped_mm_case(a_dim, b_dim, offs, masked_m):
+    """Which grouped matmul torch._grouped_mm's shapes ask for: 'ragged' (2-D a, 3-D b, offs:
+    the MoE layer), 'batched' (3-D a and b) or 'masked' (3-D a and b with masked_m)."""
+    if a_dim == 2 and b_dim == 3:
+        if offs is None:
+            raise ValueError("tilepipe.grouped_mm: a 2-D a with a 3-D b needs offs (the groups' cumulative row ends)")
+        if masked_m is not None:
+            raise ValueError("tilepipe.grouped_mm: masked_m goes with a 3-D a ([groups, rows, K]), not a 2-D one")
+        return "ragged"
+    if a_dim == 3 and b_dim == 3:
+        if offs is not None:
+            raise ValueError("tilepipe.grouped_mm: offs goes with a 2-D a; a 3-D a is one row block per group "
+                             "(use masked_m for the valid rows of each)")
+        return "batched" if masked_m is None else "masked"
+    raise NotImplementedError(
+        f"tilepipe.grouped_mm: a {a_dim}-D a with a {b_dim}-D b is not supported; tilepipe has a 2-D a with a 3-D b "
+        "and offs (the MoE layer) and a 3-D a with a 3-D b (batched, or with masked_m); torch._grouped_mm's 2-D x 2-D "
+        "(K-grouped) and 3-D x 2-D cases are not built")
+
+
+def check_out_dtype(op, out_dtype, dtype):
+    if out_dtype is not None and out_dtype != dtype:
+        raise NotImplementedError(f"{op}: out_dtype={out_dtype} differs from the inputs' {dtype}; tilepipe writes the "
+                                  "inputs' dtype (f32 accumulation inside)")

@@ -1,0 +1,76 @@
+"""NumPy arrays: run in tilepipe's CPU interpreter, synchronously.
+
+bfloat16 arrays (ml_dtypes) reach the extension as uint16 views: NumPy before 2.5 cannot
+export bfloat16 through DLPack or the buffer protocol (numpy#31256, jax-ml/ml_dtypes#80),
+and the extension is told to read uint16 as bfloat16."""
+import numpy as np
+
+from . import _C, _args
+
+
+def _is_bf16(x):
+    return x.dtype.name == "bfloat16"
+
+
+def _pass(x):
+    """What the extension is given: bfloat16 as its uint16 view (same memory), else x."""
+    if isinstance(x, np.ndarray) and _is_bf16(x):
+        return x.view(np.uint16)
+    return x
+
+
+def _int32(x, name):
+    """Offsets and group tables: NumPy integer arrays (or lists) of any width, as int32."""
+    if x is None:
+        return None
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers, got {a.dtype}")
+    if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+        raise ValueError(f"{name} holds values beyond int32")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _require_ndarray(x, name):
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray like the other arguments, got {type(x).__name__}")
+
+
+def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, return_lse):
+    for x, n in ((k, "k"), (v, "v")):
+        _require_ndarray(x, n)
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    left, right = _args.window(causal, window_size)
+    scale = _args.softmax_scale(q.shape[-1], softmax_scale)
+    out = np.empty(q.shape, q.dtype)
+    lse = np.empty(_args.lse_shape(q.shape, varlen), np.float32) if return_lse else None
+    _C.attention(_pass(q), _pass(k), _pass(v), _pass(out), lse, _int32(cu_seqlens_q, "cu_seqlens_q"),
+                 _int32(cu_seqlens_k, "cu_seqlens_k"), -1 if max_seqlen_q is None else int(max_seqlen_q), scale,
+                 False, left, right, 0, _is_bf16(q))
+    return (out, lse) if return_lse else out
+
+
+def grouped_mm(a, b, offs, masked_m, out_dtype):
+    _require_ndarray(b, "b")
+    _args.check_out_dtype("tilepipe.grouped_mm", out_dtype, a.dtype)
+    case = _args.grouped_mm_case(a.ndim, b.ndim, offs, masked_m)
+    out = np.empty(a.shape[:-1] + (b.shape[-1],), a.dtype)
+    if case == "ragged":
+        table = _int32(offs, "offs")
+    elif case == "masked":
+        table = _int32(masked_m, "masked_m")
+    else:
+        table = np.full(a.shape[0], a.shape[1], np.int32)
+    _C.grouped_mm(_pass(a), _pass(b), _pass(out), table, case != "ragged", 0, _is_bf16(a))
+    return out
+
+
+def matmul(a, b, bias, activation):
+    _require_ndarray(b, "b")
+    if a.ndim < 2:
+        raise TypeError(f"tilepipe.matmul: a must have at least 2 dimensions ([..., K]), got shape {a.shape}")
+    lead = a.shape[:-1]
+    a2 = a.reshape(-1, a.shape[-1])
+    out = np.empty((a2.shape[0], b.shape[-1] if b.ndim == 2 else 0), a.dtype)
+    _C.matmul(_pass(a2), _pass(b), _pass(bias), _pass(out), activation, 0, _is_bf16(a))
+    return out.reshape(lead + (out.shape[1],))

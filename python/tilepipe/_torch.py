@@ -1,0 +1,182 @@
+"""PyTorch: the tilepipe::attention / grouped_mm / matmul operators and the eager fast path.
+
+The operators are registered with torch.library (CPU and CUDA kernels, fake kernels for
+torch.compile and export, an autograd formula that says there is no backward), so
+torch.compile(fullgraph=True) keeps them in its graph and torch.library.opcheck passes.
+Eager calls with plain tensors skip the dispatcher: the public functions call the same
+kernel function directly (the dispatcher's Python-op round trip costs several microseconds,
+as much as the launch itself), and go through the operator whenever something else is
+watching: torch.compile / export tracing, tensor subclasses (FakeTensor, DTensor) and
+inputs that require grad (so that backward raises instead of silently missing gradients).
+
+Every launch goes to the current stream of the tensors' GPU (torch.cuda.stream(...) and
+graph capture included), into outputs allocated by PyTorch's caching allocator."""
+import torch
+
+from . import _C, _args
+
+_C.register_torch(torch.Tensor, torch.bfloat16, torch.float16, torch.float32, torch.int32)
+
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_raw_stream = torch._C._cuda_getCurrentRawStream if torch.cuda.is_available() else None
+_prepared_gpus = set()
+
+
+def _stream(t):
+    """The current CUDA stream of t's GPU (0 for host tensors: the interpreter)."""
+    if not t.is_cuda:
+        return 0
+    index = t.get_device()
+    if index not in _prepared_gpus:
+        # Reads the GPU's properties and makes its failure channel once, before any launch
+        # (capture-safe even when this first call happens inside a CUDA-graph capture).
+        _C.prepare_gpu(index)
+        _prepared_gpus.add(index)
+    return _raw_stream(index)
+
+
+def _direct(*tensors):
+    """Whether an eager call may skip the dispatcher (see the module's docstring)."""
+    if _is_compiling():
+        return False
+    grad = _grad_enabled()
+    for t in tensors:
+        if t is not None and (type(t) is not _Tensor or (grad and t.requires_grad)):
+            return False
+    return True
+
+
+# ---- the kernels (the operators' CPU and CUDA implementations, and the eager path) ----------
+
+_contiguous = torch.contiguous_format
+
+
+def _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
+                      return_lse):
+    # empty_like is the cheapest allocation PyTorch has (about half of torch.empty's argument parsing).
+    out = torch.empty_like(q, memory_format=_contiguous)
+    lse = None
+    if return_lse:
+        lse = torch.empty(_args.lse_shape(q.shape, cu_seqlens_q is not None), dtype=torch.float32, device=q.device)
+    _C.attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, False, window_left,
+                 window_right, _stream(q), False)
+    return out, lse
+
+
+def _grouped_mm_kernel(a, b, table, masked):
+    out = torch.empty(a.shape[:-1] + (b.shape[-1],), dtype=a.dtype, device=a.device)
+    _C.grouped_mm(a, b, out, table, masked, _stream(a), False)
+    return out
+
+
+def _matmul_kernel(a, b, bias, activation):
+    out = torch.empty((a.shape[0], b.shape[-1]), dtype=a.dtype, device=a.device)
+    _C.matmul(a, b, bias, out, activation, _stream(a), False)
+    return out
+
+
+# ---- the operators -------------------------------------------------------------------------
+
+_lib = torch.library.Library("tilepipe", "DEF")
+_lib.define("attention(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int max_seqlen_q, "
+            "float softmax_scale, int window_left, int window_right, bool return_lse) -> (Tensor, Tensor)")
+_lib.define("grouped_mm(Tensor a, Tensor b, Tensor table, bool masked) -> Tensor")
+_lib.define("matmul(Tensor a, Tensor b, Tensor? bias, int activation) -> Tensor")
+
+
+def _attention_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
+                  return_lse):
+    out, lse = _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left,
+                                 window_right, return_lse)
+    # An operator returns tensors: without return_lse an empty one stands for the LSE.
+    return out, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
+
+
+for _key in ("CPU", "CUDA"):
+    _lib.impl("attention", _attention_op, _key)
+    _lib.impl("grouped_mm", _grouped_mm_kernel, _key)
+    _lib.impl("matmul", _matmul_kernel, _key)
+
+
+@torch.library.register_fake("tilepipe::attention")
+def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
+                    return_lse):
+    shape = _args.lse_shape(q.shape, cu_seqlens_q is not None) if return_lse else (0,)
+    return q.new_empty(q.shape), q.new_empty(shape, dtype=torch.float32)
+
+
+@torch.library.register_fake("tilepipe::grouped_mm")
+def _grouped_mm_fake(a, b, table, masked):
+    return a.new_empty(a.shape[:-1] + (b.shape[-1],))
+
+
+@torch.library.register_fake("tilepipe::matmul")
+def _matmul_fake(a, b, bias, activation):
+    return a.new_empty((a.shape[0], b.shape[-1]))
+
+
+def _no_backward(name):
+    def backward(ctx, *grads):
+        raise NotImplementedError(f"tilepipe.{name} has no backward pass: tilepipe's kernels are forward only "
+                                  "(call it under torch.no_grad(), or use a differentiable implementation for training)")
+    return backward
+
+
+for _name in ("attention", "grouped_mm", "matmul"):
+    torch.library.register_autograd(f"tilepipe::{_name}", _no_backward(_name))
+
+_ops = torch.ops.tilepipe
+
+
+# ---- the public functions' PyTorch side (tilepipe._api dispatches here) ----------------------
+
+def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, return_lse):
+    # The eager path is written out inline: every call here costs a tenth of a microsecond,
+    # and a decode step launches this per layer (bench/python_overhead.py).
+    if window_size == (-1, -1):
+        left, right = -1, (0 if causal else -1)
+    else:
+        left, right = _args.window(causal, window_size)
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    max_sq = -1 if max_seqlen_q is None else int(max_seqlen_q)
+    if (not _is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
+            and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))):
+        out, lse = _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, return_lse)
+    else:
+        out, lse = _ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, return_lse)
+    return (out, lse) if return_lse else out
+
+
+_full_counts = {}  # (groups, rows, device) -> int32 [groups] of rows: the batched case's masked_m
+
+
+def _counts(a):
+    # Not cached while tracing, nor inside a CUDA-graph capture: a tensor filled there holds
+    # its values only once the graph is replayed.
+    if _is_compiling() or (a.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return torch.full((a.shape[0],), a.shape[1], dtype=torch.int32, device=a.device)
+    key = (a.shape[0], a.shape[1], a.device)
+    t = _full_counts.get(key)
+    if t is None:
+        t = _full_counts[key] = torch.full((a.shape[0],), a.shape[1], dtype=torch.int32, device=a.device)
+    return t
+
+
+def grouped_mm(a, b, offs, masked_m, out_dtype):
+    _args.check_out_dtype("tilepipe.grouped_mm", out_dtype, a.dtype)
+    case = _args.grouped_mm_case(a.dim(), b.dim(), offs, masked_m)
+    table = offs if case == "ragged" else masked_m if case == "masked" else _counts(a)
+    if _direct(a, b):
+        return _grouped_mm_kernel(a, b, table, case != "ragged")
+    return _ops.grouped_mm(a, b, table, case != "ragged")
+
+
+def matmul(a, b, bias, activation):
+    if a.dim() < 2:
+        raise TypeError(f"tilepipe.matmul: a must have at least 2 dimensions ([..., K]), got shape {tuple(a.shape)}")
+    lead = a.shape[:-1]
+    a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
+    out = _matmul_kernel(a2, b, bias, activation) if _direct(a2, b, bias) else _ops.matmul(a2, b, bias, activation)
+    return out if a.dim() == 2 else out.reshape(*lead, out.shape[-1])

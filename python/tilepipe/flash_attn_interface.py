@@ -1,0 +1,42 @@
+"""FlashAttention 3's Python interface (hopper/flash_attn_interface.py) on tilepipe:
+
+    from tilepipe.flash_attn_interface import flash_attn_func, flash_attn_varlen_func
+
+Same signatures, argument order and results (out, or (out, softmax_lse) with
+return_attn_probs, which in FlashAttention 3 returns the log-sum-exp, not probabilities).
+Arguments tilepipe does not support raise NotImplementedError naming them when they are not
+at their defaults: qv, q_descale / k_descale / v_descale (fp8), attention_chunk, softcap,
+seqused_q / seqused_k. Scheduling hints that do not change the result are accepted and
+ignored: num_splits, pack_gqa, deterministic (tilepipe's forward is deterministic), sm_margin.
+There is no backward pass."""
+from ._api import attention
+
+
+def _unsupported(**given):
+    names = [name for name, (value, default) in given.items()
+             if (value is not None if default is None else value != default)]
+    if names:
+        raise NotImplementedError(f"tilepipe's flash_attn interface does not support {', '.join(names)} (tilepipe has "
+                                  "causal and local masks, GQA / MQA, varlen and the LSE; no fp8, softcap, qv, "
+                                  "attention chunks or seqused)")
+
+
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
+                    v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
+                    pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False):
+    _unsupported(qv=(qv, None), q_descale=(q_descale, None), k_descale=(k_descale, None),
+                 v_descale=(v_descale, None), attention_chunk=(attention_chunk, 0), softcap=(softcap, 0.0))
+    return attention(q, k, v, causal=causal, softmax_scale=softmax_scale, window_size=window_size,
+                     return_lse=return_attn_probs)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
+                           seqused_k=None, softmax_scale=None, causal=False, qv=None, q_descale=None,
+                           k_descale=None, v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0,
+                           num_splits=1, pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False):
+    _unsupported(seqused_q=(seqused_q, None), seqused_k=(seqused_k, None), qv=(qv, None),
+                 q_descale=(q_descale, None), k_descale=(k_descale, None), v_descale=(v_descale, None),
+                 attention_chunk=(attention_chunk, 0), softcap=(softcap, 0.0))
+    return attention(q, k, v, causal=causal, softmax_scale=softmax_scale, window_size=window_size,
+                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+                     max_seqlen_k=max_seqlen_k, return_lse=return_attn_probs)
