@@ -353,10 +353,12 @@ std::string first_open_and_launch_inside_a_capture() {
 // global mode, which forbids allocations and synchronisation): opening the device (its
 // failure channel), the kernel's first launch (its module loaded, its shared memory allowed,
 // its first-launch wait skipped) must all be legal there. In a fresh process (a death
-// test's child), so that nothing was opened or launched before.
+// test's child, started as a new process: a forked child of a process that initialised CUDA
+// cannot use it), so that nothing was opened or launched before.
 TEST(GraphCapture, FirstOpenAndLaunchInsideACapture) {
-  if (!test::on_gpu()) GTEST_SKIP() << "a CUDA-graph capture needs the GPU";
+  if (!tp::device::gpu_available()) GTEST_SKIP() << "a CUDA-graph capture needs the GPU";
 #if TP_HAS_CUDA_COMPILER
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(exit_with_message(first_open_and_launch_inside_a_capture()), ::testing::ExitedWithCode(0), "");
 #endif
 }

@@ -1,7 +1,8 @@
 // The ops the attention kernel brought into the library, on their own: warpgroups taking
 // turns (tp::turn_order, on bar.sync / bar.arrive) in the order 0, 1, ..., N - 1, 0, ...;
 // the interpreter reporting a forgotten start() instead of hanging; and fragments and row
-// vectors stored straight to global memory, clipped to the view and writing nothing else.
+// vectors stored straight to global memory, clipped to the view and writing nothing else
+// (16-bit ones in pairs where they can).
 #include "test_util.hpp"
 
 namespace {
@@ -54,6 +55,22 @@ struct store_kernel {
   }
 };
 
+/// A 64 x 32 fragment of small integers (exact in 16 bits) stored as bf16 into the window of
+/// `out` at (r0, c0) with `rows` x `cols` elements and column stride `cstride`: contiguous rows
+/// go out two columns per store where the alignment allows, any other window one by one.
+struct store_bf16_kernel {
+  int r0, c0, rows, cols, cstride;
+  TP_HD static float value(int r, int c) { return static_cast<float>((3 * r + c) % 61 - 30); }
+  TP_HD void operator()(tp::kernel_context&, tp::gmem<tp::bf16, 2> out) const {
+    const auto f = tp::map(tp::zeros<float, 64, 32>(), [](float, int r, int c) { return value(r, c); });
+    tp::gmem_ref<tp::bf16, 2> dst;
+    dst.data = out.data + r0 * out.stride[0] + c0;
+    dst.shape[0] = rows, dst.shape[1] = cols;
+    dst.stride[0] = out.stride[0], dst.stride[1] = cstride;
+    tp::store(dst, f);
+  }
+};
+
 }  // namespace
 
 TEST(TurnOrder, WarpgroupsTakeTurnsInOrder) {
@@ -66,6 +83,29 @@ TEST(TurnOrder, AForgottenStartIsADeadlockReport) {
   auto log = tp::tensor<float, 1>::from_host(test::dev(), {4}, std::vector<float>(4, -1.0f));
   const std::string e = test::error_of([&] { tp::kernel(turn_kernel<2, false>{2}, {})(test::dev(), log); });
   EXPECT_NE(e.find("named barrier"), std::string::npos) << e;
+}
+
+TEST(GmemStores, SixteenBitFragmentsInPairsAndOneByOne) {
+  constexpr int R = 70, C = 72;
+  struct window {
+    int r0, c0, rows, cols, cstride;
+  };
+  // contiguous and aligned (pairs), an odd last column, an odd first column (unaligned:
+  // one by one), a column stride of 2, rows and columns clipped by the view
+  for (const window w : {window{0, 0, 64, 32, 1}, window{3, 2, 50, 31, 1}, window{5, 7, 64, 32, 1},
+                         window{1, 4, 64, 20, 2}, window{0, 40, 9, 5, 1}}) {
+    auto out = tp::tensor<tp::bf16, 2>::from_host(test::dev(), {R, C}, std::vector<tp::bf16>(R * C, tp::bf16(NAN)));
+    tp::kernel(store_bf16_kernel{w.r0, w.c0, w.rows, w.cols, w.cstride}, {})(test::dev(), out);
+    const auto h = out.to_host();
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < C; ++c) {
+        const float x = tp::to_float(h[r * C + c]);
+        const int fr = r - w.r0, fc = (c - w.c0) / w.cstride;
+        const bool inside = fr >= 0 && fr < w.rows && c >= w.c0 && (c - w.c0) % w.cstride == 0 && fc < w.cols;
+        if (inside) ASSERT_EQ(x, store_bf16_kernel::value(fr, fc)) << "window at column " << w.c0 << " at " << r << ", " << c;
+        else ASSERT_TRUE(std::isnan(x)) << "written outside the window at column " << w.c0 << ": " << r << ", " << c;
+      }
+  }
 }
 
 TEST(GmemStores, FragmentsAndRowVectorsAreClippedToTheView) {

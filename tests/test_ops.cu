@@ -99,14 +99,18 @@ struct row_vector_kernel {
     tp::barrier_wait(bar[0], 0);
     const auto left = tp::load<float>(tp::cols<RN / 2>(xs, 0)), right = tp::load<float>(tp::cols<RN / 2>(xs, RN / 2));
 
-    rv m = tp::full<rv>(-INFINITY), l = tp::full<rv>(0.0f);
+    // l with the row sums finished at every block, lp with this thread's partial sums,
+    // finished once at the end (FlashAttention's deferred reduction)
+    rv m = tp::full<rv>(-INFINITY), l = tp::full<rv>(0.0f), lp = tp::full<rv>(0.0f);
     auto add_block = [&](const auto& s) {
       const rv m_new = tp::max(m, tp::row_max(s));
       l = l * tp::exp2(m - m_new) + tp::row_sum(tp::exp2(s - m_new));
+      lp = lp * tp::exp2(m - m_new) + tp::partial_row_sum(tp::exp2(s - m_new));
       m = m_new;
     };
     add_block(left);
     add_block(right);
+    lp = tp::finish_row_sum(lp);
     const rv results[8] = {
         m,
         l,
@@ -115,7 +119,7 @@ struct row_vector_kernel {
         tp::max(tp::row_max(left), 0.5f) - tp::full<rv>(0.25f),
         tp::zip(tp::row_max(left), tp::row_max(right), [](float a, float b) { return a * b; }),
         1.0f / l + m * l,
-        tp::max(tp::row_max(right), tp::row_max(left)) - 3.0f,
+        lp - tp::max(tp::row_max(right), tp::row_max(left)),
     };
     for (int k = 0; k < 8; ++k)
       tp::store(tp::cols<8>(os, 8 * k), tp::broadcast_rows(tp::zeros<float, RM, 8>(), results[k], [](float, float v) { return v; }));
@@ -148,7 +152,7 @@ TEST(Ops, RowVectorArithmeticAndOnlineStatistics) {
                             std::max(max_left, 0.5) - 0.25,
                             max_left * max_right,
                             1 / l + m * l,
-                            std::max(max_left, max_right) - 3};
+                            l - std::max(max_left, max_right)};
     for (int k = 0; k < 8; ++k)
       for (int c = 0; c < 8; ++c)
         ASSERT_NEAR(h[r * RN + 8 * k + c], want[k], 1e-5 * (1 + std::abs(want[k]))) << "result " << k << ", row " << r;

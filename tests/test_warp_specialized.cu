@@ -4,7 +4,10 @@
 // step counts that are not multiples of the slots and with delay_release, manual consumed
 // barriers, manual ready barriers, compute_context with a carry, and its misuse; nested
 // pipelines on the compute warpgroups; blocks multicast to clusters of CTAs, and along each
-// axis of a 2 x 2 cluster.
+// axis of a 2 x 2 cluster; streamed inputs (affine maps, tp::streamed) waited for by one
+// warpgroup (tp::waited_by) with the others behind it in a turn order, and the race without
+// it; a stationary input with two slots in a chain.
+#include "planted.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -607,5 +610,135 @@ TEST(WarpSpecialized, BadConfigurationsAreReported) {
   } catch (const tp::error& e) {
     EXPECT_NE(std::string(e.what()).find("needs num_compute_wgs + 1 = 3 warpgroups, the kernel has 2"), std::string::npos)
         << e.what();
+  }
+}
+
+namespace {
+
+// Index maps the pipelines take without comparing indices: affine in the step of a one-axis
+// grid (a new block every step), or declared tp::streamed; and those they compare.
+constexpr auto affine_map = [](auto i) { return tp::idx(3 * i - 1, 0); };
+constexpr auto halved_map = [](auto i) { return tp::idx(i / 2, 0); };
+constexpr auto clamped_map = [](auto i) { return tp::idx(tp::min(i, 4), 0); };
+static_assert(tp::affine_map_v<decltype(affine_map), 1> && !tp::affine_map_v<decltype(halved_map), 1> &&
+              !tp::affine_map_v<decltype(clamped_map), 1>);
+static_assert(decltype(tp::spec<tile>(affine_map))::streams<1>() && !decltype(tp::spec<tile>(halved_map))::streams<1>() &&
+              decltype(tp::spec<tile>(halved_map, tp::streamed))::streams<1>() &&
+              !decltype(tp::spec<tile>([](auto i, auto j) { return tp::idx(i + j, 0); }))::streams<2>() &&
+              !decltype(tp::spec<tile>([](auto) { return tp::idx(0, 0); }))::streams<1>());
+
+/// y(block i) = x(block i) * z(block i / 2): x streams by its affine map, z repeats each block
+/// for two steps but is tp::streamed (fetched again at the second); only compute warpgroup 0
+/// waits for their blocks (tp::waited_by<0>), and warpgroup 1 reads them behind it in a turn
+/// order — or, with TurnOrder false, without one: the race the interpreter must report.
+template <bool TurnOrder>
+struct waited_by_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> z,
+                        tp::gmem<float, 2, tile> y) const {
+    const int c = ws.compute_index(k);
+    const tp::turn_order<2> turns{c};
+    auto body = [&, c](auto, auto xs, auto zs, auto ys) {
+      auto work = [&] {
+        tp::map([](float a, float b) { return a * b; }, tp::rows<12>(ys, 12 * c), tp::rows<12>(xs, 12 * c),
+                tp::rows<12>(zs, 12 * c));
+      };
+      if constexpr (TurnOrder) turns.take(work);
+      else work();
+    };
+    auto context = tp::compute_context([&](auto pipeline) {
+      if constexpr (TurnOrder) turns.start();
+      pipeline();
+      if constexpr (TurnOrder) turns.finish();
+    });
+    tp::emit_pipeline_warp_specialized(
+        body, tp::grid(steps),
+        tp::in_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); }, tp::waited_by<0>),
+                     tp::spec<tile>([](auto i) { return tp::idx(i / 2, 0); }, tp::streamed, tp::waited_by<0>)),
+        tp::out_specs(tp::spec<tile>([](auto i) { return tp::idx(i, 0); })), ws, tp::max_concurrent_steps<2>,
+        context)(k, x, z, y);
+  }
+};
+
+template <bool TurnOrder>
+std::string run_waited_by(const tp::device& dev, int steps, std::vector<tp::interpret::event>* events = nullptr) {
+  const auto hx = host_values(steps * rows * 32LL), hz = host_values(((steps + 1) / 2) * rows * 32LL);
+  auto x = tp::tensor<float, 2>::from_host(dev, {steps * rows, 32}, hx);
+  auto z = tp::tensor<float, 2>::from_host(dev, {((steps + 1) / 2) * rows, 32}, hz);
+  tp::device d = dev;
+  d.interpreter.events = events;
+  return test::error_of([&] {
+    const auto hy = tp::kernel(waited_by_kernel<TurnOrder>{steps}, {}, tp::out_type<float>(steps * rows, 32))(d, x, z).to_host();
+    for (long long e = 0; e < steps * rows * 32LL; ++e) {
+      const long long block = e / (rows * 32), within = e % (rows * 32);
+      if (hy[e] != hx[e] * hz[(block / 2) * rows * 32 + within]) throw tp::error("wrong value at element " + std::to_string(e));
+    }
+  });
+}
+
+/// z's map ignores the step; with buffered<2> its block of the next item is fetched while this
+/// item's runs (a chain of pipelines in a persistent loop). y(item, step) = x(item, step) + z(item).
+struct buffered_stationary_kernel {
+  static constexpr tp::warp_specialization<2, 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  int items, steps;
+  TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile> x, tp::gmem<float, 2, tile> z,
+                        tp::gmem<float, 2, tile> y) const {
+    const int c = ws.compute_index(k), n = steps;
+    auto pipeline_of = [&, c, n](int item) {
+      auto body = [c](auto, auto xs, auto zs, auto ys) {
+        tp::map([](float a, float b) { return a + b; }, tp::rows<12>(ys, 12 * c), tp::rows<12>(xs, 12 * c),
+                tp::rows<12>(zs, 12 * c));
+      };
+      auto xy = tp::spec<tile>([item, n](auto s) { return tp::idx(item * n + s, 0); });
+      return tp::emit_pipeline_warp_specialized(
+          body, tp::grid(steps), tp::in_specs(xy, tp::spec<tile>([item](auto) { return tp::idx(item, 0); }, tp::buffered<2>)),
+          tp::out_specs(xy), ws, tp::max_concurrent_steps<2>);
+    };
+    auto alloc = pipeline_of(0).get_allocations(k, x, z, y);
+    tp::warp_specialized_for(ws, k, k.axis_index(0), items, k.axis_size(0),
+                             [&](int item, tp::pipeline_state state, auto role) {
+                               pipeline_of(item)(k, alloc, state, role, x, z, y);
+                             });
+  }
+};
+
+}  // namespace
+
+TEST(WarpSpecialized, StreamedInputsWaitedByOneWarpgroupBehindATurnOrder) {
+  for (int steps : {1, 2, 5, 8}) EXPECT_EQ(run_waited_by<true>(test::dev(), steps), "") << steps << " steps";
+  if (test::on_gpu()) return;
+  // Both inputs are fetched at every step, z's repeated blocks included.
+  std::vector<tp::interpret::event> ev;
+  ASSERT_EQ(run_waited_by<true>(test::dev(), 6, &ev), "");
+  EXPECT_EQ(std::count_if(ev.begin(), ev.end(), [](auto& e) { return e.kind == tp::interpret::event::tma_load; }), 12);
+  for (test::copy_mode m : test::all_copy_modes) EXPECT_EQ(run_waited_by<true>(test::interpreter(m), 5), "") << test::mode_name(m);
+}
+
+TEST(WarpSpecialized, ReadingAWaitedByBlockWithoutTheOrderIsARace) {
+  if (test::on_gpu()) GTEST_SKIP() << "a race: the interpreter reports it";
+  for (test::copy_mode m : test::all_copy_modes) {
+    const std::string err = run_waited_by<false>(test::interpreter(m), 4);
+    EXPECT_NE(err.find("race [missing wait]: warpgroup 1 reads shared memory that a TMA load may still be writing"),
+              std::string::npos)
+        << test::mode_name(m) << ": " << err;
+  }
+}
+
+TEST(WarpSpecialized, BufferedStationaryInputInAChain) {
+  for (const int items : {1, 3, 7}) {
+    const int steps = 3;
+    const auto hx = host_values(items * steps * rows * 32LL), hz = host_values(items * rows * 32LL);
+    auto x = tp::tensor<float, 2>::from_host(test::dev(), {items * steps * rows, 32}, hx);
+    auto z = tp::tensor<float, 2>::from_host(test::dev(), {items * rows, 32}, hz);
+    auto y = tp::kernel(buffered_stationary_kernel{items, steps}, {.grid = {2}},
+                        tp::out_type<float>(items * steps * rows, 32))(test::dev(), x, z);
+    const auto hy = y.to_host();
+    for (long long e = 0; e < items * steps * rows * 32LL; ++e) {
+      const long long item = e / (steps * rows * 32), within = e % (rows * 32);
+      ASSERT_EQ(hy[e], hx[e] + hz[item * rows * 32 + within]) << items << " items, element " << e;
+    }
   }
 }

@@ -30,8 +30,12 @@ def _placeholder(x, dtype=None):
 
 
 def _concrete_max_length(cu_seqlens):
-    """max_seqlen_q from offsets whose values are known (outside jit); None under tracing."""
+    """max_seqlen_q from offsets whose values are known on the host (outside jit, on the CPU);
+    None under tracing and for offsets on a GPU, as in PyTorch: reading them would wait for the
+    device."""
     if isinstance(cu_seqlens, jax.core.Tracer):
+        return None
+    if any(d.platform != "cpu" for d in getattr(cu_seqlens, "devices", lambda: ())()):
         return None
     offsets = np.asarray(cu_seqlens)
     return int(np.max(np.diff(offsets))) if offsets.size > 1 else 0
