@@ -12,7 +12,7 @@
 #include "core/refs.cuh"
 #include "core/register_budget.cuh"
 #include "core/static_for.cuh"
-#include "kernel.cuh"
+#include "host.cuh"
 #include "profile.cuh"
 #include "pallas_call.cuh"
 #include "scoped.cuh"

@@ -1,11 +1,11 @@
-// The workspace of partial sums that CTAs hand each other (see partials.cuh): owned
+// The workspace of partial sums that CTAs hand each other (see sched/partials.cuh): owned
 // on the host, passed to kernels as a tp::partials_ref. Each launch leaves every flag clear
 // again (the reader clears it); a launch that failed midway may not, so make a new buffer
 // after a failed launch.
 #pragma once
 
-#include "partials.cuh"
-#include "../host/tensor.cuh"
+#include "../sched/partials.cuh"
+#include "tensor.cuh"
 
 #include <vector>
 
