@@ -29,7 +29,7 @@
 #include "../context.cuh"
 #include "../core/block_spec.cuh"
 #include "../core/grid.cuh"
-#include "operands.cuh"
+#include "smem_operands.cuh"
 
 #include <cuda/std/tuple>
 

@@ -9,7 +9,7 @@
 //   pipe(k, alloc, tp::pipeline_state::start, a, b);      //   start, steady..., stop
 //
 // Barriers (all derived from the specs, never written by the user), a full and an empty
-// ring per operand (pipeline/operands.cuh; their names in the interpreter's reports):
+// ring per operand (pipeline/ws_operands.cuh; their names in the interpreter's reports):
 //   input  full ("ready")      memory -> compute: the block landed (1 arrival + its bytes)
 //          empty ("consumed")  compute -> memory: every compute warp is done with the block
 //   output full                compute -> memory: the output block is written
@@ -43,7 +43,7 @@
 #include "../core/register_budget.cuh"
 #include "../core/grid.cuh"
 #include "emit_pipeline.cuh"
-#include "operands.cuh"
+#include "ws_operands.cuh"
 
 #include <cuda/std/tuple>
 
