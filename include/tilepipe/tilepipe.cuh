@@ -25,6 +25,7 @@
 #include "ops/turn_order.cuh"
 #include "ops/wgmma.cuh"
 #include "pipeline/emit_pipeline.cuh"
+#include "pipeline/persistent.cuh"
 #include "pipeline/warp_specialized.cuh"
 #include "sched/attention_tiles.cuh"
 #include "sched/fast_divmod.cuh"

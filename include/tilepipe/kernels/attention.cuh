@@ -233,16 +233,9 @@ struct attention_kernel {
                    spec<kv_tile>(kv_map, manual_ready, waited_by<0>)),
           out_specs(), ws, max_concurrent_steps<2>, manual_consumed_barriers, context);
     };
-    using pipeline = decltype(tile_pipeline(attention_tile{}));
-    static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(q), decltype(k), decltype(v)>,
-                                               smem_capacity>::ok);
-
-    auto alloc = tile_pipeline(attention_tile{}).get_allocations(ctx, q, k, v);
+    auto loop = persistent_pipelines<attention_tile>(ws, ctx, tile_pipeline, q, k, v);
     if (!ws.is_memory(ctx)) turns.start();
-    warp_specialized_for(ws, ctx, ctx.axis_index(0), tiles.tiles(), ctx.axis_size(0),
-                         [&](int j, pipeline_state state, auto role) {
-                           tile_pipeline(tiles.at(j))(ctx, alloc, state, role, q, k, v);
-                         });
+    loop.run(ctx.axis_index(0), tiles.tiles(), ctx.axis_size(0), [&](int j) { return tiles.at(j); });
     if (!ws.is_memory(ctx)) turns.finish();
   }
 

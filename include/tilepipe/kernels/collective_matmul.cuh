@@ -97,6 +97,12 @@ struct ring_matmul_kernel {
                    : (static_cast<long long>(shard) * max_tiles + t.m * tiles_n + t.n) * compute_wgs + ci;
   }
 
+  /// One item of the persistent loop: a tile of a shard at a step of the ring.
+  struct ring_tile {
+    int step, shard;
+    tile_coord tile;
+  };
+
   TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 2, b_tile> b, gmem<T, 2> c,
                         received_ref received, symmetric<u32, 1> sems) const {
     const int ci = ws.compute_index(ctx);
@@ -119,7 +125,9 @@ struct ring_matmul_kernel {
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
 
     // One tile: c's rows of shard `shard` at ring step s, tile t, k_steps deep.
-    auto tile_pipeline = [&](int s, int shard, tile_coord t) {
+    auto tile_pipeline = [&](ring_tile r) {
+      const int s = r.step, shard = r.shard;
+      const tile_coord t = r.tile;
       const long long row0 = static_cast<long long>(t.m) * BM;  // within the shard
       const bool forwards = gathers && s + 1 < D && t.n == 0 && ci == 0;
       const long long my_piece = piece(shard, t, ci);
@@ -169,12 +177,8 @@ struct ring_matmul_kernel {
           in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
           max_concurrent_steps<Stages>, context);
     };
-    using pipeline = decltype(tile_pipeline(0, 0, tile_coord{}));
-    static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(a), decltype(b)>,
-                                               smem_capacity>::ok);
-    auto alloc = tile_pipeline(0, 0, tile_coord{}).get_allocations(ctx, a, b);
-
-    warp_specialized_for(ws, ctx, 0, total, 1, [&](int j, pipeline_state state, auto role) {
+    auto loop = persistent_pipelines<ring_tile>(ws, ctx, tile_pipeline, a, b);
+    loop.each(0, total, 1, [&](int j, pipeline_state state, auto role, auto& alloc) {
       int s = 0, in_step = j;
       while (in_step >= count[s]) in_step -= count[s++];
       const int shard = shard_of(s, d, D);
@@ -186,7 +190,7 @@ struct ring_matmul_kernel {
         if (std::is_same_v<decltype(role), memory_role_t> && s > 0)
           semaphore_wait(sems, static_cast<int>(piece(shard, t, 0)), launch);
       }
-      tile_pipeline(s, shard, t)(ctx, alloc, state, role, a_src, b);
+      tile_pipeline({s, shard, t})(ctx, alloc, state, role, a_src, b);
     });
     if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>();
     // This device's slots are read: its right neighbour may write them in the next launch.

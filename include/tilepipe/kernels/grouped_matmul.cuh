@@ -83,6 +83,12 @@ struct grouped_matmul_kernel {
     }
   }
 
+  /// One item of the persistent loop: a group's tile of rows and a tile of columns.
+  struct placed_tile {
+    group_tile rows;
+    int n;
+  };
+
   TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 3, b_tile> b, gmem<T, 2, c_tile> c) const {
     const int ci = ws.compute_index(ctx);
     const group_rows<scalar_table> where{
@@ -108,7 +114,9 @@ struct grouped_matmul_kernel {
       wgmma(acc, rows<WM>(a_smem, ci * WM), b_kn);
       wgmma_wait<1>();  // one group stays in flight: delay_release<1>
     };
-    auto tile_pipeline = [&](group_tile t, int n) {
+    auto tile_pipeline = [&](placed_tile p) {
+      const group_tile t = p.rows;
+      const int n = p.n;
       auto context = compute_context([&, t, n](auto pipeline) {
         acc = zeros<float, WM, BN>();
         pipeline();
@@ -142,21 +150,17 @@ struct grouped_matmul_kernel {
           in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
           max_concurrent_steps<Stages>, context);
     };
-    using pipeline = decltype(tile_pipeline(group_tile{}, 0));
-    static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(a), decltype(b)> +
-                                                   2 * compute_wgs * c_view::bytes + table_smem_bytes,
-                                               smem_capacity>::ok);
-
-    auto alloc = tile_pipeline({0, 0, BM}, 0).get_allocations(ctx, a, b);
+    auto loop =
+        persistent_pipelines<placed_tile, 2 * compute_wgs * c_view::bytes + table_smem_bytes>(ws, ctx, tile_pipeline, a, b);
     unsigned char* bufs = ctx.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
     for (int i = 0; i < 2; ++i) c_buf[i] = c_view{reinterpret_cast<T*>(bufs + (2 * ci + i) * c_view::bytes), 0};
 
     // The persistent loop over (row tile, column tile) in bands of 8 row tiles.
     const tile_scheduler<> sched{tile_order_plan(row_tiles, tiles_n, 8), k_steps, stream_k_off};
     const auto work = sched.worker(ctx.axis_index(0), ctx.axis_size(0));
-    warp_specialized_for(ws, ctx, 0, work.size(), 1, [&](int j, pipeline_state state, auto role) {
+    loop.run(0, work.size(), 1, [&](int j) {
       const work_tile u = work[j];
-      tile_pipeline(locate_group_tile(where, tile_starts, BM, u.tile.m), u.tile.n)(ctx, alloc, state, role, a, b);
+      return placed_tile{locate_group_tile(where, tile_starts, BM, u.tile.m), u.tile.n};
     });
     if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>();  // the last tile's stores
   }

@@ -117,12 +117,7 @@ struct matmul_ws_kernel {
                        spec<b_tile>(b_map, delay_release<1>, multicast<Cluster>)),
           out_specs(), ws, max_concurrent_steps<Stages>, context);
     };
-    using pipeline = decltype(tile_pipeline(work_tile{}));
-    static_assert(diagnostic::smem_over_budget<pipeline::template smem_bytes<decltype(a), decltype(b)> +
-                                                       2 * compute_wgs * c_view::bytes,
-                                                   smem_capacity>::ok);
-
-    auto alloc = tile_pipeline({{0, 0}, 0, sched.steps, false, 0}).get_allocations(ctx, a, b);
+    auto loop = persistent_pipelines<work_tile, 2 * compute_wgs * c_view::bytes>(ws, ctx, tile_pipeline, a, b);
     unsigned char* bufs = ctx.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
     for (int i = 0; i < 2; ++i) c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
 
@@ -131,10 +126,10 @@ struct matmul_ws_kernel {
     // outside C, and TMA drops them.
     const auto work = sched.worker(worker, workers);
     if (work.streams()) partials.require(partial_slots(workers * Cluster), partial_floats);
-    warp_specialized_for(ws, ctx, 0, work.size(), 1, [&](int j, pipeline_state state, auto role) {
+    loop.run(0, work.size(), 1, [&](int j) {
       work_tile u = work[j];
       u.tile.m = u.tile.m * Cluster + rank;
-      tile_pipeline(u)(ctx, alloc, state, role, a, b);
+      return u;
     });
     if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>();  // the last tile's stores
     if constexpr (Cluster > 1) ctx.cluster_sync();  // no CTA leaves while its peers multicast into it
