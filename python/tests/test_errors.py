@@ -143,7 +143,9 @@ def test_jax_errors_at_trace_time(rng):
         tpj.grouped_mm(lhs, rhs, jnp.array([8, 8], jnp.int32))
     with pytest.raises(TypeError, match="group_sizes must be int32"):
         tpj.grouped_mm(lhs, jnp.zeros((2, 64, 8), jnp.bfloat16), jnp.array([8, 8], jnp.int64 if jax.config.jax_enable_x64 else jnp.float32))
-    with pytest.raises(Exception, match="group_sizes"):  # contents: checked when the handler runs (CPU)
+    if jax.default_backend() != "cpu":
+        return  # a GPU's tables stay on the device: the kernel clips them (as tilepipe.grouped_mm on a GPU)
+    with pytest.raises(Exception, match="group_sizes"):  # contents: checked when the CPU handler runs
         tpj.grouped_mm(lhs, jnp.zeros((2, 64, 8), jnp.bfloat16), jnp.array([10, 8], jnp.int32)).block_until_ready()
 
 
