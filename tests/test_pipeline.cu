@@ -411,7 +411,7 @@ struct thread_name_kernel {
   static constexpr const char* thread_name = "wg";
   TP_HD void operator()(tp::kernel_context& k, tp::gmem<float, 2, tile8x32> out) const {
     using view = tp::smem<float, tile8x32>;
-    const view v = k.alloc_per_thread<view>();
+    const view v = k.alloc_per_warpgroup<view>();
     const float value = 1000.0f * k.axis_index("row") + 100.0f * k.axis_index("col") + 10.0f * k.axis_index("wg") +
                         k.axis_size("wg") + 0.5f * k.axis_size("row");
     tp::map([value] { return value; }, v);

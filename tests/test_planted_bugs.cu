@@ -186,7 +186,7 @@ struct manual_release_matmul {  // C = A * B over K, the body releasing its bloc
       acc = tp::zeros<float, 64, 64>();
       pipeline();
       tp::wgmma_wait<0>(acc);
-      auto c_smem = k.alloc_per_thread<tp::smem<tp::bf16, tile_t>>();
+      auto c_smem = k.alloc_per_warpgroup<tp::smem<tp::bf16, tile_t>>();
       tp::store(c_smem, acc);
       tp::commit_smem();
       tp::copy_smem_to_gmem(c_smem, c, tp::idx(0, 0));

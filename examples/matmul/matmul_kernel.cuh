@@ -54,7 +54,7 @@ struct matmul_kernel {
     tp::wgmma_wait<0>(acc);
 
     // Epilogue: registers -> swizzled SMEM -> TMA store (clipped at the matrix edge).
-    auto c_smem = ctx.alloc_per_thread<tp::smem<T, c_tile>>();
+    auto c_smem = ctx.alloc_per_warpgroup<tp::smem<T, c_tile>>();
     tp::store(c_smem, acc);
     tp::commit_smem();
     tp::copy_smem_to_gmem(c_smem, c, tp::idx(t.m * WGs + wg, t.n));

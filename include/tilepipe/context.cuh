@@ -57,14 +57,14 @@ class kernel_context {
 
   /// Index of this CTA along grid axis `axis` (Pallas' lax.axis_index). By name, also the
   /// warpgroup axis when the kernel names it (`static constexpr const char* thread_name`):
-  /// axis_index(thread_name) is thread_index(), axis_size(thread_name) num_threads().
+  /// axis_index(thread_name) is warpgroup_index(), axis_size(thread_name) num_warpgroups().
   TP_HD int axis_index(int axis) const { return cta_[axis]; }
   TP_HD int axis_index(const char* name) const {
-    return names_threads(name) ? thread_index() : names_devices(name) ? device_index() : cta_[axis_of(name)];
+    return names_warpgroups(name) ? thread_index() : names_devices(name) ? device_index() : cta_[axis_of(name)];
   }
   TP_HD int axis_size(int axis) const { return grid_->extent[axis]; }
   TP_HD int axis_size(const char* name) const {
-    return names_threads(name) ? num_threads() : names_devices(name) ? device_count() : grid_->extent[axis_of(name)];
+    return names_warpgroups(name) ? num_threads() : names_devices(name) ? device_count() : grid_->extent[axis_of(name)];
   }
 
   /// Which device (GPU) of a collective launch runs this CTA, and how many there are: the
@@ -73,7 +73,11 @@ class kernel_context {
   TP_HD int device_index() const { return grid_->device; }
   TP_HD int device_count() const { return grid_->devices; }
 
-  /// Which warpgroup ("thread" in Pallas' sense) runs this code, and how many there are.
+  /// Which warpgroup runs this code, and how many the CTA has; thread_index() and
+  /// num_threads() in Pallas' words, where a warpgroup is a "thread" (plgpu.kernel's
+  /// num_threads).
+  TP_HD int warpgroup_index() const { return prim::warpgroup_index(); }
+  TP_HD int num_warpgroups() const { return grid_->num_warpgroups; }
   TP_HD int thread_index() const { return prim::warpgroup_index(); }
   TP_HD int num_threads() const { return grid_->num_warpgroups; }
 
@@ -159,11 +163,16 @@ class kernel_context {
 
   /// Allocates one SMEM view per warpgroup and returns the calling warpgroup's.
   template <class View>
-  TP_HD View alloc_per_thread() {
+  TP_HD View alloc_per_warpgroup() {
     constexpr std::uint32_t stride = (View::bytes + smem_alignment - 1) / smem_alignment * smem_alignment;
-    unsigned char* p = allocate(stride * num_threads(), "per-thread SMEM view");
-    for (int w = 0; w < num_threads(); ++w) prim::name_smem(p + stride * w, View::bytes, "per-thread SMEM view of warpgroup", w);
+    unsigned char* p = allocate(stride * num_threads(), "per-warpgroup SMEM view");
+    for (int w = 0; w < num_threads(); ++w)
+      prim::name_smem(p + stride * w, View::bytes, "per-warpgroup SMEM view of warpgroup", w);
     return View{reinterpret_cast<typename View::value_type*>(p + stride * thread_index()), 0};
+  }
+  template <class View>
+  [[deprecated("use alloc_per_warpgroup")]] TP_HD View alloc_per_thread() {
+    return alloc_per_warpgroup<View>();
   }
 
   /// Restores the allocator when a scope (a pipeline) ends.
@@ -222,7 +231,9 @@ class kernel_context {
     while (i < max_axis_name && name[i] != 0 && name[i] == stored[i]) ++i;
     return i < max_axis_name && name[i] == 0 && stored[i] == 0;
   }
-  TP_HD bool names_threads(const char* name) const { return grid_->thread_name[0] != 0 && is_named(name, grid_->thread_name); }
+  TP_HD bool names_warpgroups(const char* name) const {
+    return grid_->thread_name[0] != 0 && is_named(name, grid_->thread_name);
+  }
   TP_HD bool names_devices(const char* name) const { return grid_->device_name[0] != 0 && is_named(name, grid_->device_name); }
   TP_HD int axis_of(const char* name) const {
     for (int a = 0; a < grid_->rank; ++a)

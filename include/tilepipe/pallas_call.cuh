@@ -288,13 +288,13 @@ struct cta_body {
 
 /// The kernel's warpgroups and their name: the body's, when it declares them.
 template <class Body>
-struct threads_of_body {
-  static constexpr int num_threads = launch_detail::threads_of<Body>();
+struct warpgroups_of_body {
+  static constexpr int num_threads = launch_detail::warpgroups_of<Body>();
 };
 template <class Body>
   requires requires { Body::thread_name; }
-struct threads_of_body<Body> {
-  static constexpr int num_threads = launch_detail::threads_of<Body>();
+struct warpgroups_of_body<Body> {
+  static constexpr int num_threads = launch_detail::warpgroups_of<Body>();
   static constexpr const char* thread_name = Body::thread_name;
 };
 
@@ -366,7 +366,7 @@ struct plan<Body, Grid, Seq, MCS, Delay, cuda::std::tuple<Ins...>, cuda::std::tu
 template <class Plan, class Params>
 struct call_kernel;
 template <class Plan, class... G>
-struct call_kernel<Plan, cuda::std::tuple<G...>> : threads_of_body<typename Plan::body_type> {
+struct call_kernel<Plan, cuda::std::tuple<G...>> : warpgroups_of_body<typename Plan::body_type> {
   Plan plan;
   TP_HD void operator()(kernel_context& ctx, G... refs) const { plan.run(ctx, refs...); }
 };

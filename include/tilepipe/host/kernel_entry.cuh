@@ -61,7 +61,7 @@ template <class K>
 using params_of = typename signature<decltype(&K::operator())>::params;
 
 template <class K>
-constexpr int threads_of() {
+constexpr int warpgroups_of() {
   if constexpr (requires { K::num_threads; }) return K::num_threads;
   else return 1;
 }
@@ -137,7 +137,7 @@ TP_HD void run_cta(const KP& p, const int (&cta)[max_grid_rank], cuda::std::inde
 
 #if TP_HAS_CUDA_COMPILER
 template <class K, class KP>
-__global__ void __launch_bounds__(threads_of<K>() * warpgroup_size, 1) gpu_entry(const __grid_constant__ KP p) {
+__global__ void __launch_bounds__(warpgroups_of<K>() * warpgroup_size, 1) gpu_entry(const __grid_constant__ KP p) {
   const int cta[max_grid_rank] = {static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
                                   static_cast<int>(blockIdx.z)};
   run_cta<K>(p, cta, cuda::std::make_index_sequence<cuda::std::tuple_size_v<decltype(p.args)>>{});
@@ -202,7 +202,7 @@ void run_interpreted(std::shared_ptr<const KP> p, const launch_config& cfg, std:
   for (int a = 0; a < max_grid_rank; ++a) g.extent[a] = p->grid.extent[a];
   g.rank = static_cast<int>(cfg.grid.size());
   for (int a = 0; a < max_grid_rank; ++a) g.cluster[a] = p->grid.cluster[a];
-  g.warpgroups = threads_of<K>();
+  g.warpgroups = warpgroups_of<K>();
   g.smem_bytes = smem;
   auto run = [p](const std::array<int, 3>& c) {
     const int cta[max_grid_rank] = {c[0], c[1], c[2]};

@@ -93,7 +93,7 @@ class kernel_launcher {
     launch_detail::allow_smem<K, kp_type>(smem_bytes());
     cudaLaunchConfig_t lc{};
     lc.gridDim = grid;
-    lc.blockDim = dim3(launch_detail::threads_of<K>() * warpgroup_size);
+    lc.blockDim = dim3(launch_detail::warpgroups_of<K>() * warpgroup_size);
     lc.dynamicSmemBytes = smem_bytes();
     lc.stream = static_cast<cudaStream_t>(cfg_.stream);
     cudaLaunchAttribute attrs[2]{};
@@ -199,7 +199,7 @@ class kernel_launcher {
     const detail::device_scope on(ordinal);
     p.grid.failure = detail::failure_channel_of(ordinal);
     const detail::launch_record record{&launch_detail::kernel_name<K>(), {p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]},
-                                       cluster_size(), launch_detail::threads_of<K>(), smem};
+                                       cluster_size(), launch_detail::warpgroups_of<K>(), smem};
     auto stream = static_cast<cudaStream_t>(cfg_.stream);
     with_gpu_launch(dim3(p.grid.extent[0], p.grid.extent[1], p.grid.extent[2]),
                     [&](auto entry, const cudaLaunchConfig_t& lc) {
@@ -234,7 +234,7 @@ class kernel_launcher {
 #endif
 
   void fill_grid(grid_info& g, const device& dev) const {
-    constexpr int nt = launch_detail::threads_of<K>();
+    constexpr int nt = launch_detail::warpgroups_of<K>();
     static_assert(nt >= 1 && nt <= max_warpgroups, "tilepipe: num_threads (warpgroups per CTA) must be 1..4");
     const int rank = static_cast<int>(cfg_.grid.size());
     if (rank < 1 || rank > max_grid_rank)

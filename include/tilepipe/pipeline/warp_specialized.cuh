@@ -531,8 +531,9 @@ struct warp_specialization {
   using tag = warp_specialization_tag;
   static constexpr int compute_wgs = NumCompute;
   static constexpr int memory_registers = MemoryRegs;
-  static constexpr int memory_thread = MemoryIdx;
-  static constexpr int num_threads = NumCompute + 1;  // warpgroups of the CTA
+  static constexpr int memory_warpgroup = MemoryIdx;
+  [[deprecated("use memory_warpgroup")]] static constexpr int memory_thread = MemoryIdx;
+  static constexpr int num_threads = NumCompute + 1;  // warpgroups of the CTA (Pallas: "threads")
   using registers = register_split<NumCompute, MemoryRegs>;
   static_assert(MemoryIdx >= 0 && MemoryIdx <= NumCompute,
                 "tilepipe: memory_thread_idx is out of range: the CTA has num_compute_wgs + 1 warpgroups");
@@ -593,7 +594,7 @@ TP_HD auto emit_pipeline_warp_specialized(Body body, grid_t<E...> grid, in_specs
                                           Opts... opts) {
   using namespace pipeline_detail;
   using split = decltype(split_option<Opts...>());
-  constexpr int nc = split::compute_wgs, mem_regs = split::memory_registers, mem_idx = split::memory_thread;
+  constexpr int nc = split::compute_wgs, mem_regs = split::memory_registers, mem_idx = split::memory_warpgroup;
   constexpr int mcs = option_v<max_concurrent_steps_tag, 2, Opts...>;
   constexpr int delay = option_v<delay_release_tag, 0, Opts...>;
   constexpr bool manual = option_v<manual_consumed_barriers_tag, false, Opts...>;
