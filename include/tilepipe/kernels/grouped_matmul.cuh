@@ -25,6 +25,8 @@
 
 #include "../sched/group_tiles.cuh"
 #include "../tilepipe.cuh"
+#include "chunked_store_epilogue.cuh"
+#include "matmul_k_step.cuh"
 
 #include <cstdint>
 
@@ -104,16 +106,8 @@ struct grouped_matmul_kernel {
     if (row_tiles == 0) return;  // every group empty (masked decode)
 
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
-    c_view c_buf[2];          // epilogue buffers
-
-    auto step = [&acc, ci](auto, auto a_smem, auto b_smem) {
-      auto b_kn = [&] {
-        if constexpr (L == rhs_layout::kn) return b_smem;
-        else return transpose(b_smem);
-      }();
-      wgmma(acc, rows<WM>(a_smem, ci * WM), b_kn);
-      wgmma_wait<1>();  // one group stays in flight: delay_release<1>
-    };
+    chunked_store_epilogue<c_view, compute_wgs> c_chunks;
+    const matmul_k_step<WM, BN, L == rhs_layout::nk> step{acc, ci};
     auto tile_pipeline = [&](placed_tile p) {
       const group_tile t = p.rows;
       const int n = p.n;
@@ -123,14 +117,7 @@ struct grouped_matmul_kernel {
         wgmma_wait<0>(acc);
         const int row0 = t.row0 + ci * WM, my_rows = t.rows - ci * WM;  // this warpgroup's rows of the group
         if (my_rows >= WM) {
-          static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
-            constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
-            const c_view& buf = c_buf[chunk.value % 2];
-            wait_smem_to_gmem<1>(reads_done);  // the store that last read this buffer is done reading
-            store_block<rb * EM, cb * EN>(buf, acc);
-            commit_smem();
-            copy_smem_to_gmem(buf, c, idx(row0 + rb * EM, n * (BN / EN) + cb));
-          });
+          c_chunks.store(acc, c, [&](int rb, int cb) { return idx(row0 + rb * EM, n * (BN / EN) + cb); });
         } else if (my_rows > 0 && row0 >= 0) {  // the group ends inside these rows: store only its own
           const long long col0 = static_cast<long long>(n) * BN, cols = c.shape[1] - col0, rows_left = c.shape[0] - row0;
           gmem_ref<T, 2> dst;
@@ -150,10 +137,8 @@ struct grouped_matmul_kernel {
           in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
           max_concurrent_steps<Stages>, context);
     };
-    auto loop =
-        persistent_pipelines<placed_tile, 2 * compute_wgs * c_view::bytes + table_smem_bytes>(ws, ctx, tile_pipeline, a, b);
-    unsigned char* bufs = ctx.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
-    for (int i = 0; i < 2; ++i) c_buf[i] = c_view{reinterpret_cast<T*>(bufs + (2 * ci + i) * c_view::bytes), 0};
+    auto loop = persistent_pipelines<placed_tile, c_chunks.smem_bytes + table_smem_bytes>(ws, ctx, tile_pipeline, a, b);
+    c_chunks.allocate(ctx, ci);
 
     // The persistent loop over (row tile, column tile) in bands of 8 row tiles.
     const tile_scheduler<> sched{tile_order_plan(row_tiles, tiles_n, 8), k_steps, stream_k_off};

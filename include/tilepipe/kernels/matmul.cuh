@@ -20,6 +20,8 @@
 #pragma once
 
 #include "../tilepipe.cuh"
+#include "chunked_store_epilogue.cuh"
+#include "matmul_k_step.cuh"
 
 #include <cmath>
 
@@ -74,16 +76,8 @@ struct matmul_ws_kernel {
     const int a_row_blocks = static_cast<int>((a.shape[0] + BM - 1) / BM);
     auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
-    c_view c_buf[2];              // epilogue buffers
-
-    auto step = [&acc, ci](auto, auto a_smem, auto b_smem) {
-      auto b_kn = [&] {
-        if constexpr (BL == b_layout::row_major) return b_smem;
-        else return transpose(b_smem);
-      }();
-      wgmma(acc, rows<WM>(a_smem, ci * WM), b_kn);
-      wgmma_wait<1>();  // one group stays in flight: delay_release<1>
-    };
+    chunked_store_epilogue<c_view, compute_wgs> c_chunks;
+    const matmul_k_step<WM, BN, BL == b_layout::col_major> step{acc, ci};
     auto tile_pipeline = [&](work_tile u) {  // u.tile: this CTA's tile
       auto context = compute_context([&, u](auto pipeline) {
         acc = zeros<float, WM, BN>();
@@ -93,13 +87,8 @@ struct matmul_ws_kernel {
         for (int w = u.first_contributor; w < worker; ++w) accumulate_partial(acc, partials, slot(w));
         const long long row0 = static_cast<long long>(u.tile.m) * BM + ci * WM, col0 = static_cast<long long>(u.tile.n) * BN;
         acc = map(acc, [&](float v, int r, int cc) { return epilogue(v, row0 + r, col0 + cc); });
-        static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
-          constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
-          const c_view& buf = c_buf[chunk.value % 2];
-          wait_smem_to_gmem<1>(reads_done);  // the store that last read this buffer is done reading
-          store_block<rb * EM, cb * EN>(buf, acc);
-          commit_smem();
-          copy_smem_to_gmem(buf, c, idx((u.tile.m * BM + ci * WM) / EM + rb, u.tile.n * (BN / EN) + cb));
+        c_chunks.store(acc, c, [&](int rb, int cb) {
+          return idx((u.tile.m * BM + ci * WM) / EM + rb, u.tile.n * (BN / EN) + cb);
         });
       });
       // A tile row past the matrix's edge (the last cluster's spare CTAs) reads the last
@@ -117,9 +106,8 @@ struct matmul_ws_kernel {
                        spec<b_tile>(b_map, delay_release<1>, multicast<Cluster>)),
           out_specs(), ws, max_concurrent_steps<Stages>, context);
     };
-    auto loop = persistent_pipelines<work_tile, 2 * compute_wgs * c_view::bytes>(ws, ctx, tile_pipeline, a, b);
-    unsigned char* bufs = ctx.allocate(2 * compute_wgs * c_view::bytes, "epilogue buffers");
-    for (int i = 0; i < 2; ++i) c_buf[i] = c_view{reinterpret_cast<TC*>(bufs + (2 * ci + i) * c_view::bytes), 0};
+    auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b);
+    c_chunks.allocate(ctx, ci);
 
     // The persistent loop: this cluster's tiles (a column of Cluster tiles each) and pieces
     // of tiles, one pipeline of the chain each. The stores of tile rows past the end fall

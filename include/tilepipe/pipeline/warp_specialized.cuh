@@ -63,6 +63,13 @@ template <int R>
 inline constexpr option<memory_registers_tag, R> memory_registers{};
 
 namespace pipeline_detail {
+/// The index among the compute warpgroups of warpgroup wg, when the memory warpgroup is
+/// warpgroup MemoryIdx (any value for the memory warpgroup itself).
+template <int MemoryIdx>
+TP_HD constexpr int compute_index_of(int wg) {
+  return wg < MemoryIdx ? wg : wg - 1;
+}
+
 /// A warp-specialised CTA's two roles under the register split Regs: the memory warpgroup
 /// runs `memory` on Regs::memory registers per thread, the compute warpgroups run
 /// `compute` (this one is compute warpgroup `compute_index`) on Regs::compute; all end on
@@ -190,7 +197,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     auto a = make_allocations(cuda::std::tie(gmem...), cuda::std::index_sequence_for<Ins...>{},
                               cuda::std::index_sequence_for<Outs...>{});
     const bool leader = k.cta_leader();
-    const int wg = prim::uniform_warpgroup_index(), compute_index = wg < MemIdx ? wg : wg - 1;
+    const int compute_index = compute_index_of<MemIdx>(prim::uniform_warpgroup_index());
     for_each(a.ins, [&](auto& op, int i) { op.allocate(k, leader, i, compute_index); });
     for_each(a.outs, [&](auto& op, int j) { op.allocate(k, leader, j, static_cast<int>(sizeof...(Ins)) + j); });
     if (leader) prim::fence_barrier_init();
@@ -211,7 +218,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const auto refs = cuda::std::tie(gmem...);
     const int t = k.thread_index();
     pipeline_detail::run_register_split<regs>(
-        k, t == MemIdx, t < MemIdx ? t : t - 1, [&] { memory_role(a, refs, true); }, [&] { compute_role(k, a, refs); });
+        k, t == MemIdx, compute_index_of<MemIdx>(t), [&] { memory_role(a, refs, true); }, [&] { compute_role(k, a, refs); });
     k.sync_threads();
     k.smem_release(mark);
   }
@@ -548,8 +555,7 @@ struct warp_specialization {
   /// at the top of a kernel), so that the wgmma descriptors and offsets a kernel derives from
   /// it stay in uniform registers (docs/design.md).
   TP_HD static int compute_index(const kernel_context&) {
-    const int wg = prim::uniform_warpgroup_index();
-    return wg < MemoryIdx ? wg : wg - 1;
+    return pipeline_detail::compute_index_of<MemoryIdx>(prim::uniform_warpgroup_index());
   }
 };
 

@@ -1,0 +1,53 @@
+// The epilogue store of the warp-specialised matmul kernels (CUTLASS's epilogue): each
+// compute warpgroup converts its accumulator chunk by chunk into two SMEM buffers in turn
+// and stores each chunk with TMA, without waiting for the stores: they drain while the
+// next tile computes.
+#pragma once
+
+#include "../context.cuh"
+#include "../core/static_for.cuh"
+#include "../ops/copy.cuh"
+#include "../ops/fragment.cuh"
+#include "../ops/store.cuh"
+
+#include <cstdint>
+
+namespace tilepipe {
+
+/// Two SMEM chunk buffers (View: one chunk, e.g. tp::smem<T, tile<block<64, 64>, ...>>) per
+/// compute warpgroup, and the store through them.
+template <class View, int ComputeWgs>
+class chunked_store_epilogue {
+ public:
+  /// The shared memory allocate() takes.
+  static constexpr std::uint32_t smem_bytes = 2 * ComputeWgs * View::bytes;
+
+  /// Allocates the buffers of every compute warpgroup (all warpgroups, collectively) and
+  /// keeps compute warpgroup ci's.
+  TP_HD void allocate(kernel_context& ctx, int ci) {
+    unsigned char* bufs = ctx.allocate(smem_bytes, "epilogue buffers");
+    for (int i = 0; i < 2; ++i)
+      buf_[i] = View{reinterpret_cast<typename View::value_type*>(bufs + (2 * ci + i) * View::bytes), 0};
+  }
+
+  /// Stores the accumulator chunk by chunk: chunk (rb, cb), View::rows x View::cols at row
+  /// rb * View::rows and column cb * View::cols of acc, goes to c at index block_of(rb, cb).
+  /// A buffer is rewritten once the store that last read it is done reading.
+  template <int WM, int BN, class C, class BlockOf>
+  TP_HD void store(const accumulator<WM, BN>& acc, const C& c, BlockOf&& block_of) const {
+    constexpr int EM = View::rows, EN = View::cols;
+    static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
+      constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
+      const View& buf = buf_[chunk.value % 2];
+      wait_smem_to_gmem<1>(reads_done);
+      store_block<rb * EM, cb * EN>(buf, acc);
+      commit_smem();
+      copy_smem_to_gmem(buf, c, block_of(rb, cb));
+    });
+  }
+
+ private:
+  View buf_[2];
+};
+
+}  // namespace tilepipe
