@@ -5,7 +5,7 @@
 //     tp::attention_forward_varlen(dev, q, k, v, o, cu_q, cu_k, max_sq);  // packed [total, H, D]
 //
 // One CTA per SM loops over tiles of 128 query rows of one head (sched/attention_tiles.cuh:
-// heaviest first under a causal or local mask). Each tile is one warp-specialised pipeline
+// under a causal or local mask, pairs of row blocks of equal cost, head after head). Each tile is one warp-specialised pipeline
 // over its KV blocks: the memory warpgroup loads Q once (a stationary input) and streams K
 // and V through two slots each; the two compute warpgroups own 64 query rows each. At step
 // s a compute warpgroup
