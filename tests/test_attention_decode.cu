@@ -3,9 +3,10 @@
 // inputs, output and log-sum-exp: query rows 1, 2, 7, 16 times GQA ratios 1, 4, 8, 16 (up
 // to four row tiles of packed heads), KV lengths 0, 1, 63, 64, 65 around the KV block,
 // 1 to 64 splits with empty ones, causal and sliding windows, bf16 and f16, head dims 64,
-// 128, 256, ragged varlen batches; the combine's result independent of the CTA order and
-// the workspace's counters clear after a launch; bad split options and offsets reported.
-// Outputs start as NaN, so a row the kernel forgets, or writes outside its sequence, shows.
+// 128, 256, ragged varlen batches, and random problems mixing all of these; the same bytes
+// whichever split combines and after a launch on the same workspace; bad split options and
+// offsets reported. Outputs start as NaN, so a row the kernel forgets, or writes outside its
+// sequence, shows.
 #include "test_util.hpp"
 
 #include <tilepipe/kernels/attention.cuh>
@@ -118,8 +119,14 @@ void expect_matches_reference(const problem& p, const inputs<T>& in, const outpu
 /// Runs a problem on fresh random inputs (with a workspace when it splits) and checks it.
 template <class T>
 void check(const problem& p) {
-  SCOPED_TRACE(::testing::Message() << "hq " << p.hq << " hkv " << p.hkv << " d " << p.d << " splits " << p.splits
-                                    << (p.mask.causal ? " causal" : "") << (p.varlen ? " varlen" : ""));
+  ::testing::Message what;
+  what << "sq";
+  for (int x : p.len.q) what << " " << x;
+  what << ", sk";
+  for (int x : p.len.k) what << " " << x;
+  what << ", hq " << p.hq << " hkv " << p.hkv << " d " << p.d << " splits " << p.splits << (p.mask.causal ? " causal" : "")
+       << " window " << p.mask.window_left << " " << p.mask.window_right << (p.varlen ? " varlen" : "");
+  SCOPED_TRACE(what);
   const auto& dev = test::dev();
   const inputs<T> in(p);
   const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
@@ -185,9 +192,9 @@ TEST(AttentionDecode, VariableLengthBatches) {
   check<tp::bf16>({{{1, 1}, {0, 0}}, 4, 4, 64, {}, true, 3});  // no sequence has keys
 }
 
-// The last split of a tile combines the others' slots in split order: the bytes do not
-// depend on the order the CTAs run (nor on when copies land), and the counters are clear
-// again after a launch (a second launch on the same workspace gives the same bytes).
+// Whichever split of a tile arrives last combines, in split order: shuffled CTA orders
+// (in the interpreter; other splits then arrive last) and copy orders give the same bytes,
+// and so does a second launch on the same workspace (the counters were cleared).
 TEST(AttentionDecode, CombineIndependentOfCtaOrder) {
   const problem p{{{1, 2, 16}, {500, 37, 260}}, 8, 2, 64, causal, true, 6};
   const inputs<tp::bf16> in(p);
@@ -205,6 +212,34 @@ TEST(AttentionDecode, CombineIndependentOfCtaOrder) {
     shuffled.interpreter.seed = seed;
     const auto other = run(shuffled, p, in, ws.ref());
     EXPECT_TRUE(bitwise_equal(first.o, other.o) && bitwise_equal(first.lse, other.lse)) << "CTA order seed " << seed;
+  }
+}
+
+// Random problems: lengths, groups, splits, masks, head dims and types drawn together.
+TEST(AttentionDecode, RandomProblems) {
+  std::mt19937 rng(static_cast<unsigned>(test::fresh_seed()));
+  auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int n = 0; n < 24; ++n) {
+    problem p;
+    const int batches = draw(1, 3), max_sq = draw(1, 16);
+    p.varlen = draw(0, 1) == 1;
+    for (int b = 0; b < batches; ++b) {
+      p.len.q.push_back(p.varlen ? draw(0, max_sq) : max_sq);
+      p.len.k.push_back(p.varlen || b == 0 ? draw(0, 600) : p.len.k[0]);
+    }
+    p.len.q[0] = max_sq;  // max_seqlen_q is reached
+    p.hkv = draw(1, 2);
+    p.hq = p.hkv * std::vector<int>{1, 2, 4, 8, 16}[draw(0, 4)];
+    p.d = draw(0, 1) ? 64 : 128;
+    p.splits = draw(0, 3) == 0 ? 0 : draw(1, 12);
+    switch (draw(0, 3)) {
+      case 1: p.mask = causal; break;
+      case 2: p.mask = {.window_left = draw(0, 300), .window_right = draw(-1, 20)}; break;
+      case 3: p.mask = {.causal = true, .window_left = draw(0, 300)}; break;
+      default: break;
+    }
+    if (draw(0, 1)) check<tp::bf16>(p);
+    else check<tp::f16>(p);
   }
 }
 
