@@ -21,9 +21,10 @@ int run(const tp::device& dev, long long B, long long SQ, long long SK, long lon
   auto o = tp::tensor<T, 4>(dev, {B, SQ, HQ, D});
   auto lse = tp::tensor<float, 3>(dev, {B, HQ, SQ});
   const long long row_tiles = B * HKV * ((SQ * (HQ / HKV) + 63) / 64);  // the decode kernel's tiles
-  const tp::partials_buffer partials(dev, static_cast<int>(std::max<long long>(tp::attention_partial_slots(dev), row_tiles * splits)),
-                                     tp::attention_partial_floats(D));
-  const tp::attention_options opt{.causal = causal, .lse = lse.data(), .num_splits = splits, .partials = partials.ref()};
+  const long long slots = std::max<long long>(tp::attention_partial_slots(dev), row_tiles * splits);
+  const tp::partials_buffer partials(dev, static_cast<int>(slots), tp::attention_partial_floats(D));
+  const tp::attention_options opt{
+      .causal = causal, .lse = lse.data(), .num_splits = splits, .partials = partials.ref()};
   tp::attention_forward<T>(dev, q, k, v, o, opt);
 
   // The first query head of every sequence against float64.
@@ -54,8 +55,9 @@ int main(int argc, char** argv) {
   const bool causal = example::flag(argc, argv, "--causal", 1) != 0;
   const int splits = static_cast<int>(example::flag(argc, argv, "--splits", 0));
   try {
-    return example::flag_str(argc, argv, "--dtype", "bf16") == "f16" ? run<tp::f16>(dev, B, SQ, SK, HQ, HKV, D, causal, splits)
-                                                                    : run<tp::bf16>(dev, B, SQ, SK, HQ, HKV, D, causal, splits);
+    return example::flag_str(argc, argv, "--dtype", "bf16") == "f16"
+               ? run<tp::f16>(dev, B, SQ, SK, HQ, HKV, D, causal, splits)
+               : run<tp::bf16>(dev, B, SQ, SK, HQ, HKV, D, causal, splits);
   } catch (const tp::error& e) {
     std::printf("%s\n", e.what());
     return 2;

@@ -155,10 +155,13 @@ struct attention_decode_kernel {
       const int tile_rows = clamp_rows(seq.sq * heads_per_kv - row0, BM);
       // Packed row r of the tile: query position r / G of head kv_head * G + r % G.
       auto position = [=, this](int r) { return group.div(row0 + r); };
-      auto head = [=, this](int r) { return it.kv_head * heads_per_kv + row0 + r - group.div(row0 + r) * heads_per_kv; };
+      auto head = [=, this](int r) {
+        return it.kv_head * heads_per_kv + row0 + r - group.div(row0 + r) * heads_per_kv;
+      };
       // The KV blocks any of the tile's rows sees (prefill's bounds, over query positions),
       // and this item's share of them: blocks [first, top).
-      const int shift = seq.sk - seq.sq, pos_first = position(0), pos_last = position(tile_rows > 0 ? tile_rows - 1 : 0);
+      const int shift = seq.sk - seq.sq, pos_first = position(0);
+      const int pos_last = position(tile_rows > 0 ? tile_rows - 1 : 0);
       const int key_end = window_right >= 0 ? min(seq.sk, pos_last + shift + window_right + 1) : seq.sk;
       const int key_begin = window_left >= 0 ? max(0, pos_first + shift - window_left) : 0;
       const int n_lo = key_begin / BN, n_hi = key_end > 0 ? (key_end + BN - 1) / BN : 0;
