@@ -29,6 +29,14 @@ struct grid_info {
   profile_buffer profile;  // where the profiler's events go (null: nowhere)
 #endif
 
+  /// Where the profiler's events go (nowhere without TILEPIPE_PROFILE).
+  TP_HD profile_buffer profile_target() const {
+#if TP_PROFILE
+    return profile;
+#else
+    return {};
+#endif
+  }
   /// Binds the launch to a profile buffer; false if this build does not record events.
   bool set_profile_target([[maybe_unused]] profile_buffer b) {
 #if TP_PROFILE
@@ -162,64 +170,50 @@ class kernel_context {
   TP_HD std::uint32_t smem_mark() const { return smem_top_; }
   TP_HD void smem_release(std::uint32_t mark) { smem_top_ = mark; }
 
-  /// Profiler events of the calling warpgroup (profile.cuh; nothing without TILEPIPE_PROFILE).
-  TP_HD void profile([[maybe_unused]] profile_kind kind, [[maybe_unused]] profile_phase phase,
-                     [[maybe_unused]] int operand = -1, [[maybe_unused]] long long step = -1) const {
+  /// The calling warpgroup's profiler track (profile.cuh; nothing without TILEPIPE_PROFILE).
+  TP_HD profile_recorder_ref profiler() const {
 #if TP_PROFILE
-    if (profile_records(kind)) profile_.mark(kind, phase, operand, step);
+    return profile_recorder_ref(recorder_);
+#else
+    return {};
 #endif
   }
-  /// Where a span of `kind` recorded whole (profile_span) begins: the clock (0 when this
-  /// build does not record the kind).
-  TP_HD std::uint64_t profile_clock([[maybe_unused]] profile_kind kind) const {
-#if TP_PROFILE
-    if (profile_records(kind)) return profile_.clock();
-#endif
-    return 0;
+
+  // The profiler's methods before they moved behind profiler() (CHANGELOG.md).
+  [[deprecated("use profiler().mark")]] TP_HD void profile(profile_kind kind, profile_phase phase, int operand = -1,
+                                                          long long step = -1) const {
+    profiler().mark(kind, phase, operand, step);
   }
-  /// A span that began at profile_clock() `begin` and ends now, in one record.
-  TP_HD void profile_span([[maybe_unused]] profile_kind kind, [[maybe_unused]] std::uint64_t begin,
-                          [[maybe_unused]] int operand = -1, [[maybe_unused]] long long step = -1) const {
-#if TP_PROFILE
-    if (profile_records(kind)) profile_.span(kind, begin, operand, step);
-#endif
+  [[deprecated("use profiler().begin")]] TP_HD void profile_begin(profile_kind kind, int operand = -1,
+                                                                 long long step = -1) const {
+    profiler().begin(kind, operand, step);
   }
-  /// Runs wait() and records it as a span of `kind` (one record), when this build records it.
+  [[deprecated("use profiler().end")]] TP_HD void profile_end(profile_kind kind, int operand = -1,
+                                                             long long step = -1) const {
+    profiler().end(kind, operand, step);
+  }
+  [[deprecated("use profiler().clock")]] TP_HD std::uint64_t profile_clock(profile_kind kind) const {
+    return profiler().clock(kind);
+  }
+  [[deprecated("use profiler().span")]] TP_HD void profile_span(profile_kind kind, std::uint64_t begin, int operand = -1,
+                                                               long long step = -1) const {
+    profiler().span(kind, begin, operand, step);
+  }
   template <class Wait>
-  TP_HD void profile_wait(profile_kind kind, int operand, long long step, Wait&& wait) const {
-    const std::uint64_t from = profile_clock(kind);
-    wait();
-    profile_span(kind, from, operand, step);
+  [[deprecated("use profiler().wait")]] TP_HD void profile_wait(profile_kind kind, int operand, long long step,
+                                                               Wait&& wait) const {
+    profiler().wait(kind, operand, step, wait);
   }
-  TP_HD void profile_begin(profile_kind kind, int operand = -1, long long step = -1) const {
-    profile(kind, profile_phase::begin, operand, step);
+  [[deprecated("use profiler().set_role")]] TP_HD void profile_set_role(profile_role role, int index = 0) const {
+    profiler().set_role(role, index);
   }
-  TP_HD void profile_end(profile_kind kind, int operand = -1, long long step = -1) const {
-    profile(kind, profile_phase::end, operand, step);
+  [[deprecated("use profiler().begin_scope")]] TP_HD void profile_begin_scope(const char* name) const {
+    profiler().begin_scope(name);
   }
-  /// Names the calling warpgroup's track (memory, compute i).
-  TP_HD void profile_set_role([[maybe_unused]] profile_role role, [[maybe_unused]] int index = 0) const {
-#if TP_PROFILE
-    profile_.set_role(role, index);
-#endif
+  [[deprecated("use profiler().start")]] TP_HD void profile_start() const {
+    profiler().start(grid_->profile_target(), cta_, grid_->extent, grid_->num_warpgroups);
   }
-  /// A user scope's begin (profile_scope).
-  TP_HD void profile_begin_scope([[maybe_unused]] const char* name) const {
-#if TP_PROFILE
-    profile_.begin_scope(name);
-#endif
-  }
-  /// The launch starts and ends the calling warpgroup's track.
-  TP_HD void profile_start() const {
-#if TP_PROFILE
-    profile_.start(grid_->profile, cta_, grid_->extent, grid_->num_warpgroups);
-#endif
-  }
-  TP_HD void profile_finish() const {
-#if TP_PROFILE
-    profile_.finish();
-#endif
-  }
+  [[deprecated("use profiler().finish")]] TP_HD void profile_finish() const { profiler().finish(); }
 
  private:
   /// Whether `name` equals a stored (NUL-terminated, max_axis_name) name.
@@ -244,7 +238,7 @@ class kernel_context {
   team team_;
   int cta_[max_grid_rank] = {};
 #if TP_PROFILE
-  mutable profile_recorder profile_;  // registers: every event would otherwise wait for a load
+  mutable profile_recorder recorder_;  // registers: every event would otherwise wait for a load
 #endif
 };
 
@@ -253,23 +247,15 @@ class kernel_context {
 ///     { tp::profile_scope s(ctx, "softmax");  ... }
 class profile_scope {
  public:
-  TP_HD profile_scope([[maybe_unused]] const kernel_context& k, [[maybe_unused]] const char* name)
-#if TP_PROFILE
-      : k_(k) {
-    k.profile_begin_scope(name);
+  TP_HD profile_scope(const kernel_context& k, const char* name) : profiler_(k.profiler()) {
+    profiler_.begin_scope(name);
   }
-  TP_HD ~profile_scope() { k_.profile_end(profile_kind::scope); }
-#else
-  {
-  }
-#endif
+  TP_HD ~profile_scope() { profiler_.end(profile_kind::scope); }
   profile_scope(const profile_scope&) = delete;
   profile_scope& operator=(const profile_scope&) = delete;
 
-#if TP_PROFILE
  private:
-  const kernel_context& k_;
-#endif
+  profile_recorder_ref profiler_;
 };
 
 }  // namespace tilepipe

@@ -8,7 +8,9 @@
 // track, in registers. Every thread of the warpgroup advances it alike (no divergent
 // branch); the leader thread stores each event, stamped with prim::profile_clock, with
 // one predicated 16-byte store. A full track drops further records and counts them: a
-// trace is truncated, never corrupted.
+// trace is truncated, never corrupted. The library records through a profile_recorder_ref (a
+// pointer to that recorder, kernel_context::profiler()), which every pipelined operand is
+// given when it is allocated: no pipeline call takes the context only to record.
 //
 // Kernels add their own spans with tp::profile_scope:
 //     { tp::profile_scope s(ctx, "softmax");  ...  }   // a span named "softmax"
@@ -101,6 +103,84 @@ class profile_recorder {
   std::uint32_t count_ = 0;          // records taken, written or dropped
   std::uint32_t capacity_ = 0;
   bool leader_ = false;
+};
+
+/// The calling warpgroup's track as the library and kernels record on it: what
+/// kernel_context::profiler() returns and what a pipelined operand keeps from its
+/// allocation. Without TILEPIPE_PROFILE it is empty and every call compiles to nothing;
+/// with it, the events of kinds this build does not record (TILEPIPE_PROFILE_COARSE) too.
+class profile_recorder_ref {
+ public:
+  profile_recorder_ref() = default;
+#if TP_PROFILE
+  TP_HD explicit profile_recorder_ref(profile_recorder& r) : r_(&r) {}
+#endif
+
+  /// An event of `kind`: an instant, or a span's begin or end.
+  TP_HD void mark([[maybe_unused]] profile_kind kind, [[maybe_unused]] profile_phase phase,
+                  [[maybe_unused]] int operand = -1, [[maybe_unused]] long long step = -1) const {
+#if TP_PROFILE
+    if (profile_records(kind)) r_->mark(kind, phase, operand, step);
+#endif
+  }
+  TP_HD void begin(profile_kind kind, int operand = -1, long long step = -1) const {
+    mark(kind, profile_phase::begin, operand, step);
+  }
+  TP_HD void end(profile_kind kind, int operand = -1, long long step = -1) const {
+    mark(kind, profile_phase::end, operand, step);
+  }
+  /// Where a span of `kind` recorded whole (span()) begins: the clock (0 when this build
+  /// does not record the kind).
+  TP_HD std::uint64_t clock([[maybe_unused]] profile_kind kind) const {
+#if TP_PROFILE
+    if (profile_records(kind)) return r_->clock();
+#endif
+    return 0;
+  }
+  /// A span that began at clock() `begin` and ends now, in one record.
+  TP_HD void span([[maybe_unused]] profile_kind kind, [[maybe_unused]] std::uint64_t begin,
+                  [[maybe_unused]] int operand = -1, [[maybe_unused]] long long step = -1) const {
+#if TP_PROFILE
+    if (profile_records(kind)) r_->span(kind, begin, operand, step);
+#endif
+  }
+  /// Runs wait() and records it as a span of `kind` (one record).
+  template <class Wait>
+  TP_HD void wait(profile_kind kind, int operand, long long step, Wait&& w) const {
+    const std::uint64_t from = clock(kind);
+    w();
+    span(kind, from, operand, step);
+  }
+  /// Names the track (memory, compute i).
+  TP_HD void set_role([[maybe_unused]] profile_role role, [[maybe_unused]] int index = 0) const {
+#if TP_PROFILE
+    r_->set_role(role, index);
+#endif
+  }
+  /// A user scope's begin (profile_scope); its end is end(profile_kind::scope).
+  TP_HD void begin_scope([[maybe_unused]] const char* name) const {
+#if TP_PROFILE
+    r_->begin_scope(name);
+#endif
+  }
+  /// The launch starts the track when the CTA starts (profile_recorder::start) and ends it
+  /// when the CTA ends.
+  TP_HD void start([[maybe_unused]] const profile_buffer& b, [[maybe_unused]] const int (&cta)[3],
+                   [[maybe_unused]] const int (&extent)[3], [[maybe_unused]] int warpgroups) const {
+#if TP_PROFILE
+    r_->start(b, cta, extent, warpgroups);
+#endif
+  }
+  TP_HD void finish() const {
+#if TP_PROFILE
+    r_->finish();
+#endif
+  }
+
+ private:
+#if TP_PROFILE
+  profile_recorder* r_ = nullptr;
+#endif
 };
 
 }  // namespace tilepipe

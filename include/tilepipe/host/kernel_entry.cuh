@@ -126,13 +126,13 @@ TP_HD auto bind_one(const KP& p, kernel_context& ctx, cuda::std::tuple<P...>*) {
 template <class K, class KP, std::size_t... I>
 TP_HD void run_cta(const KP& p, const int (&cta)[max_grid_rank], cuda::std::index_sequence<I...>) {
   kernel_context ctx(p.grid, cta);
-  ctx.profile_start();
+  ctx.profiler().start(p.grid.profile_target(), cta, p.grid.extent, p.grid.num_warpgroups);
   using params = decltype(p.args);
   auto args = cuda::std::make_tuple(bind_one<I>(p, ctx, static_cast<std::remove_cvref_t<params>*>(nullptr))...);
   if (ctx.cta_leader()) prim::fence_barrier_init();
   ctx.sync_threads();
   cuda::std::apply([&](auto&... a) { p.kernel(ctx, a...); }, args);
-  ctx.profile_finish();
+  ctx.profiler().finish();
 }
 
 #if TP_HAS_CUDA_COMPILER

@@ -123,6 +123,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // pipeline's body) its compute warpgroups.
     const bool leader = k.team_leader();
     const int barrier = k.team_barrier(), threads = k.team_threads();
+    const profile_recorder_ref profiler = k.profiler();
     auto sync_all = [barrier, threads] { prim::named_barrier_sync(barrier, threads); };
     if (leader) {
       for_each(ins, [&](auto& op, int i) { op.init_barriers(i); });
@@ -135,21 +136,21 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // Prologue: the first `slots` steps of every input.
     if (leader)
       for_each(ins, [&](auto& op, int) {
-        for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(grid_, k);
+        for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(grid_);
       });
 
     index<Grid::rank> at{};
     const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     for (long long s = 0; s < steps; ++s) {
       prim::annotate_step(s);
-      for_each(ins, [&](auto& op, int) { op.consume(at, s, k); });
+      for_each(ins, [&](auto& op, int) { op.consume(at, s); });
       bool new_output = false;
-      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(grid_, at, s, leader, k); });
+      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(grid_, at, s, leader); });
       if (new_output) sync_all();  // nobody writes a slot before its old store has read it
 
-      const std::uint64_t body_from = k.profile_clock(profile_kind::body);
+      const std::uint64_t body_from = profiler.clock(profile_kind::body);
       carry = call_body(at, ins, outs, carry);
-      k.profile_span(profile_kind::body, body_from, -1, s);
+      profiler.span(profile_kind::body, body_from, -1, s);
 
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
@@ -165,11 +166,11 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       if (leader) {
         // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
         for_each(ins, [&](auto& op, int) {
-          if (op.refills_after(s, steps)) op.produce(grid_, k);
+          if (op.refills_after(s, steps)) op.produce(grid_);
         });
         if (store) {
           for_each(outs, [&](auto& op, int j) {
-            if (ends[j]) op.store(s, k);
+            if (ends[j]) op.store(s);
           });
           prim::bulk_commit();
           if (prim::no_pipelining()) prim::bulk_wait<0>();
@@ -182,10 +183,10 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     // the wgmma groups a delayed release left in flight must be done with the slots
     // before the slots' memory is handed to anything else.
     if (leader) {
-      k.profile_wait(profile_kind::wait_store, -1, -1, [&] { prim::bulk_wait<0>(); });
+      profiler.wait(profile_kind::wait_store, -1, -1, [&] { prim::bulk_wait<0>(); });
     }
     if constexpr (max_delay > 0) {
-      k.profile_wait(profile_kind::wgmma_wait, -1, -1, [&] { prim::wgmma_wait<0>(); });
+      profiler.wait(profile_kind::wgmma_wait, -1, -1, [&] { prim::wgmma_wait<0>(); });
     }
     sync_all();
     if (leader) for_each(ins, [&](auto& op, int) { op.inval_barriers(); });

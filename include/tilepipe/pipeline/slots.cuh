@@ -141,14 +141,14 @@ struct ready_wait {
   /// The block of step s is new in the reader's current slot, whose barrier is bars + slot;
   /// `waits` is false in a warpgroup that a tp::waited_by input leaves out (it takes the
   /// phase but does not poll the barrier).
-  TP_HD void begin(slot_cursor& reader, prim::smem_barrier bars, int operand, long long s, const kernel_context& k,
+  TP_HD void begin(slot_cursor& reader, prim::smem_barrier bars, int operand, long long s, profile_recorder_ref profiler,
                    bool waiter = true) {
     const std::uint32_t p = reader.take_phase();
     if constexpr (Manual) {
       parity = p, waits = waiter;
       site = {reader.slot, s};
     } else if (waiter) {
-      k.profile_wait(profile_kind::wait_ready, operand, s, [&] { prim::mbarrier_wait(bars + reader.slot, p, {reader.slot, s}); });
+      profiler.wait(profile_kind::wait_ready, operand, s, [&] { prim::mbarrier_wait(bars + reader.slot, p, {reader.slot, s}); });
     }
   }
   /// What the body gets for the block in `slot`: its view, or the view with the wait.

@@ -27,6 +27,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   const Gmem* gmem;
   int operand = 0;  // position among the pipeline's inputs or outputs, for reports
   failure_channel failure{};
+  [[no_unique_address]] profile_recorder_ref profiler;  // the profiler's, of the warpgroup that allocated it
   unsigned char* smem = nullptr;
   std::uint64_t* bars = nullptr;
   prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
@@ -55,6 +56,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD void allocate(kernel_context& k, int position) {
     operand = position;
     if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
+    profiler = k.profiler();
     smem = k.allocate(smem_bytes, IsInput ? "pipeline input slots" : "pipeline output slots");
     for (int s = 0; s < slots; ++s)
       prim::name_smem(slot_ptr(s), layout::bytes, IsInput ? "pipeline input" : "pipeline output", position, s);
@@ -88,7 +90,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
 
   /// All threads: before the body of step s at `at`, wait for its block if it is new
   /// (with tp::manual_ready the body waits).
-  TP_HD void consume(const index<Grid::rank>& at, long long s, const kernel_context& k) {
+  TP_HD void consume(const index<Grid::rank>& at, long long s) {
     if constexpr (!traits::streamed) {
       if (reader.slot >= 0 && traits::stationary) return;
       const block_index b = block_at(at);
@@ -96,13 +98,13 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       last = b;
     }
     reader.advance(slots);
-    ready.begin(reader, bars_at, operand, s, k);
+    ready.begin(reader, bars_at, operand, s, profiler);
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
   /// With no_pipelining the leader waits for it at once (the consumers' wait for the same
   /// phase then returns immediately).
-  TP_HD void produce(const Grid& grid, const kernel_context& k) {
+  TP_HD void produce(const Grid& grid) {
     const block_index b = block_at(fill_at);
     if (traits::streamed || filler.slot < 0 || (!traits::stationary && !(b == fill_last))) {
       fill_last = b;
@@ -113,7 +115,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
         if (filler.reused()) prim::mbarrier_wait(bar(f), filler.last_phase(f));
       prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
       issue_block_load<tile>(*gmem, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
-      k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
+      profiler.mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
       const std::uint32_t phase = filler.take_phase();
       if (prim::no_pipelining()) prim::mbarrier_wait(bar(f), phase, {f, fill_step});
     }
@@ -128,15 +130,14 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
 
   /// Before the body of step s: a step whose block differs from the last one starts a new
   /// run in the next slot; the leader first waits until that slot's last store has read it.
-  TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader,
-                       const kernel_context& k) {
+  TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader) {
     const block_index b = block_at(at);
     if (reader.slot >= 0 && b == last) return false;
     last = b;
     reader.advance(slots);
     if (leader) {
       check_output_run(failure, spec->index_map, grid, b, s, operand);
-      k.profile_wait(profile_kind::wait_output, operand, s, [&] { prim::bulk_wait_read<slots - 1>(); });
+      profiler.wait(profile_kind::wait_output, operand, s, [&] { prim::bulk_wait_read<slots - 1>(); });
       prim::poison(slot_ptr(reader.slot), layout::bytes);
     }
     prim::note_block(slot_ptr(reader.slot), b.v);
@@ -147,9 +148,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD bool run_ends(const index<Grid::rank>& next, bool last_step) const { return last_step || !(block_at(next) == last); }
 
   /// leader: stores the current slot to the current block (after step s).
-  TP_HD void store(long long s, const kernel_context& k) const {
+  TP_HD void store(long long s) const {
     issue_block_store<tile>(*gmem, last, slot_ptr(reader.slot), {"output", operand, s, failure});
-    k.profile(profile_kind::store, profile_phase::instant, operand, s);
+    profiler.mark(profile_kind::store, profile_phase::instant, operand, s);
   }
 };
 
@@ -166,19 +167,19 @@ struct gmem_operand {
   TP_HD void init_barriers(int) const {}
   TP_HD void inval_barriers() const {}
   template <class I>
-  TP_HD void consume(const I&, long long, const kernel_context&) {}
+  TP_HD void consume(const I&, long long) {}
   template <class G>
-  TP_HD void produce(const G&, const kernel_context&) {}
+  TP_HD void produce(const G&) {}
   TP_HD bool refills_after(long long, long long) const { return false; }
   template <class G, class I>
-  TP_HD bool begin_run(const G&, const I&, long long, bool, const kernel_context&) {
+  TP_HD bool begin_run(const G&, const I&, long long, bool) {
     return false;
   }
   template <class I>
   TP_HD bool run_ends(const I&, bool) const {
     return false;
   }
-  TP_HD void store(long long, const kernel_context&) const {}
+  TP_HD void store(long long) const {}
 };
 
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>

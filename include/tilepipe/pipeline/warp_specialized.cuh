@@ -78,13 +78,13 @@ TP_HD TP_FORCEINLINE void run_register_split(const kernel_context& k, bool is_me
                                              Memory&& memory, Compute&& compute) {
   if (is_memory) {
     prim::setmaxnreg_dec<Regs::memory>();
-    k.profile_set_role(profile_role::memory);
+    k.profiler().set_role(profile_role::memory);
     memory();
     prim::named_barrier_sync(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
     prim::setmaxnreg_inc<Regs::launch_cap>();
   } else {
     prim::setmaxnreg_inc<Regs::compute>();
-    k.profile_set_role(profile_role::compute, compute_index);
+    k.profiler().set_role(profile_role::compute, compute_index);
     compute();
     prim::setmaxnreg_dec<Regs::launch_cap>();
     prim::named_barrier_arrive(prim::register_handoff_barrier_id, warpgroup_size * k.num_threads());
@@ -211,7 +211,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const auto refs = cuda::std::tie(gmem...);
     const int t = k.thread_index();
     pipeline_detail::run_register_split<regs>(
-        k, t == MemIdx, t < MemIdx ? t : t - 1, [&] { memory_role(k, a, refs, true); }, [&] { compute_role(k, a, refs); });
+        k, t == MemIdx, t < MemIdx ? t : t - 1, [&] { memory_role(a, refs, true); }, [&] { compute_role(k, a, refs); });
     k.sync_threads();
     k.smem_release(mark);
   }
@@ -224,7 +224,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     requires(!std::is_base_of_v<kernel_context, std::remove_cvref_t<Alloc>> && sizeof...(G) > 0)
   TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
-    if (k.thread_index() == MemIdx) memory_role(k, alloc, refs, stops(state));
+    if (k.thread_index() == MemIdx) memory_role(alloc, refs, stops(state));
     else compute_role(k, alloc, refs);
   }
 
@@ -234,7 +234,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     requires(std::is_same_v<Role, memory_role_t> || std::is_same_v<Role, compute_role_t>)
   TP_HD void operator()(kernel_context& k, Alloc& alloc, pipeline_state state, Role, const G&... gmem) const {
     const auto refs = cuda::std::tie(gmem...);
-    if constexpr (std::is_same_v<Role, memory_role_t>) memory_role(k, alloc, refs, stops(state));
+    if constexpr (std::is_same_v<Role, memory_role_t>) memory_role(alloc, refs, stops(state));
     else compute_role(k, alloc, refs);
   }
 
@@ -285,13 +285,13 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   /// together (setmaxnreg, after the pipeline, is a warpgroup instruction; compute-sanitizer
   /// hung when three warps reached it long before the fourth).
   template <class Alloc, class Refs>
-  TP_HD void memory_role(const kernel_context& k, Alloc& a, const Refs& refs, bool stop) const {
-    if (prim::leader_warp()) memory_steps(k, a, refs, stop);
+  TP_HD void memory_role(Alloc& a, const Refs& refs, bool stop) const {
+    if (prim::leader_warp()) memory_steps(a, refs, stop);
     prim::warpgroup_sync();
   }
 
   template <class Alloc, class Refs>
-  TP_HD void memory_steps(const kernel_context& k, Alloc& a, const Refs& refs, bool stop) const {
+  TP_HD void memory_steps(Alloc& a, const Refs& refs, bool stop) const {
     const long long steps = grid_.steps();
     // Prologue: the first `slots` steps of every input, step by step (every input's block of
     // step 0, then of step 1, ...). Each call starts its own sequence of blocks; slot rotation
@@ -301,13 +301,13 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.fill_at = {}, op.fill_step = 0; });
     for (long long t = 0; t < input_maxima<typename Alloc::in_tuple>::slots && t < steps; ++t)
       for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
-        if (t < op.slots) op.produce(spec, g, grid_, t == 0, k);
+        if (t < op.slots) op.produce(spec, g, grid_, t == 0);
       });
     index<Grid::rank> at{};
     for (long long s = 0; s < steps; ++s) {
       // Refill: step s + slots - delay into the slot the compute side frees after body(s).
       for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
-        if (s >= op.delay && s + op.slots - op.delay < steps) op.produce(spec, g, grid_, false, k);
+        if (s >= op.delay && s + op.slots - op.delay < steps) op.produce(spec, g, grid_, false);
       });
       // Stores of the output blocks whose run ends at s, one bulk group.
       const bool last_step = s + 1 == steps;
@@ -316,7 +316,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       bool stored[sizeof...(Outs) + 1] = {};
       bool any = false;
       for_each_output(a, refs, [&](auto& op, const auto& spec, const auto& g, int j) {
-        any |= stored[j] = op.store_if_ended(spec, g, grid_, at, next, s, last_step, s == 0, k);
+        any |= stored[j] = op.store_if_ended(spec, g, grid_, at, next, s, last_step, s == 0);
       });
       if (any) {
         if (prim::leader()) {
@@ -324,14 +324,14 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
           if (prim::no_pipelining()) prim::bulk_wait<0>();
         }
         for_each_output(a, refs, [&](auto& op, const auto&, const auto&, int j) {
-          op.template free_stored<stores_in_flight>(stored[j], k);
+          op.template free_stored<stores_in_flight>(stored[j]);
         });
       }
       at = next;
     }
     if (stop) {
-      for_each(a.ins, [&](auto& op, int) { op.drain(k); });
-      for_each(a.outs, [&](auto& op, int) { op.drain(k); });
+      for_each(a.ins, [&](auto& op, int) { op.drain(); });
+      for_each(a.outs, [&](auto& op, int) { op.drain(); });
       if (prim::leader()) prim::bulk_wait<0>();
     }
   }
@@ -344,12 +344,12 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   template <class Alloc, class Refs>
   TP_HD void compute_role(kernel_context& k, Alloc& a, const Refs& refs) const {
     const auto cta = k.enter_team({NC, MemIdx == 0 ? 1 : 0, prim::compute_team_barrier_id});
-    compute_side(k, a, refs);
+    compute_side(k.profiler(), a, refs);
     k.leave_team(cta);
   }
 
   template <class Alloc, class Refs>
-  TP_HD void compute_side(const kernel_context& k, Alloc& a, const Refs& refs) const {
+  TP_HD void compute_side(profile_recorder_ref profiler, Alloc& a, const Refs& refs) const {
     if constexpr (has_context) {
       int calls = 0;
       // pipeline(init) runs with a carry and returns the final one; pipeline() runs without.
@@ -357,24 +357,24 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
         static_assert(sizeof...(init) <= 1, "tilepipe: the pipeline takes at most one initial carry");
         TP_REQUIRE(++calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
         if constexpr (sizeof...(init) == 1) {
-          auto carry = compute_loop(k, a, refs, init...);
-          k.profile_begin(profile_kind::epilogue);  // the rest of the compute context
+          auto carry = compute_loop(profiler, a, refs, init...);
+          profiler.begin(profile_kind::epilogue);  // the rest of the compute context
           return carry;
         } else {
-          compute_loop(k, a, refs, no_carry{});
-          k.profile_begin(profile_kind::epilogue);
+          compute_loop(profiler, a, refs, no_carry{});
+          profiler.begin(profile_kind::epilogue);
         }
       };
       ctx_.fn(pipeline);
-      k.profile_end(profile_kind::epilogue);
+      profiler.end(profile_kind::epilogue);
       TP_REQUIRE(calls == 1, "compute_context must call the pipeline exactly once; it called it %d times", calls);
     } else {
-      compute_loop(k, a, refs, no_carry{});
+      compute_loop(profiler, a, refs, no_carry{});
     }
   }
 
   template <class Alloc, class Refs, class C>
-  TP_HD C compute_loop(const kernel_context& k, Alloc& a, const Refs& refs, C carry) const {
+  TP_HD C compute_loop(profile_recorder_ref profiler, Alloc& a, const Refs& refs, C carry) const {
     const long long steps = grid_.steps();
     const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     index<Grid::rank> at{};
@@ -383,50 +383,49 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       const bool last_step = s + 1 == steps;
       index<Grid::rank> next = at;
       if (!last_step) grid_.increment(next);
-      carry = step(k, a, refs, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
+      carry = step(profiler, a, refs, at, next, s, last_step, carry, cuda::std::index_sequence_for<Ins...>{},
                    cuda::std::index_sequence_for<Outs...>{});
       at = next;
     }
     constexpr int max_delay = input_maxima<typename Alloc::in_tuple>::delay;
     if constexpr (max_delay > 0) {
-      k.profile_wait(profile_kind::wgmma_wait, -1, -1, [&] { prim::wgmma_wait<0>(); });
+      profiler.wait(profile_kind::wgmma_wait, -1, -1, [&] { prim::wgmma_wait<0>(); });
     }
-    for_each(a.ins, [&](auto& op, int) { op.release_tail(steps, k); });
+    for_each(a.ins, [&](auto& op, int) { op.release_tail(steps); });
     prim::annotate_step(outer_step);
     return carry;
   }
 
   template <class Alloc, class Refs, class C, std::size_t... I, std::size_t... J>
-  TP_HD C step(const kernel_context& k, Alloc& a, const Refs& refs, const index<Grid::rank>& at,
+  TP_HD C step(profile_recorder_ref profiler, Alloc& a, const Refs& refs, const index<Grid::rank>& at,
                const index<Grid::rank>& next, long long s, bool last_step, C carry, cuda::std::index_sequence<I...>,
                cuda::std::index_sequence<J...>) const {
     const bool first = s == 0;
     constexpr std::size_t n = sizeof...(Ins);
-    auto in_views = cuda::std::make_tuple(input_view<I>(k, a, refs, at, first, s)...);
-    auto out_views = cuda::std::make_tuple(output_view<J>(k, a, cuda::std::get<n + J>(refs), at, first)...);
+    auto in_views = cuda::std::make_tuple(input_view<I>(a, refs, at, first, s)...);
+    auto out_views = cuda::std::make_tuple(output_view<J>(a, cuda::std::get<n + J>(refs), at, first)...);
     // Whether each input's block ends at s (for the manual tokens) is known before the body.
     auto tokens = cuda::std::make_tuple(token<I>(a, next, last_step)...);
-    const std::uint64_t body_from = k.profile_clock(profile_kind::body);
+    const std::uint64_t body_from = profiler.clock(profile_kind::body);
     C result = call_body(at, in_views, out_views, tokens, carry);
-    k.profile_span(profile_kind::body, body_from, -1, s);
-    (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step, k), ...);
-    (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s, k), ...);
+    profiler.span(profile_kind::body, body_from, -1, s);
+    (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step), ...);
+    (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s), ...);
     return result;
   }
 
   /// What the body gets for input I at step s: its SMEM block (waited for if new), or
   /// (gmem_spec) the call's GMEM ref.
   template <std::size_t I, class Alloc, class Refs>
-  TP_HD auto input_view(const kernel_context& k, Alloc& a, const Refs& refs, const index<Grid::rank>& at, bool first,
-                        long long s) const {
+  TP_HD auto input_view(Alloc& a, const Refs& refs, const index<Grid::rank>& at, bool first, long long s) const {
     if constexpr (cuda::std::tuple_element_t<I, cuda::std::tuple<Ins...>>::in_smem)
-      return cuda::std::get<I>(a.ins).consume(cuda::std::get<I>(ins_), at, first, s, k);
+      return cuda::std::get<I>(a.ins).consume(cuda::std::get<I>(ins_), at, first, s);
     else return cuda::std::get<I>(refs);
   }
   template <std::size_t J, class Alloc, class G>
-  TP_HD auto output_view(const kernel_context& k, Alloc& a, const G& ref, const index<Grid::rank>& at, bool first) const {
+  TP_HD auto output_view(Alloc& a, const G& ref, const index<Grid::rank>& at, bool first) const {
     if constexpr (cuda::std::tuple_element_t<J, cuda::std::tuple<Outs...>>::in_smem)
-      return cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first, k);
+      return cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first);
     else return ref;
   }
   /// Input I's consumed token (a GMEM operand's releases nothing).
@@ -623,9 +622,9 @@ TP_HD void warp_specialized_for(warp_specialization<NumCompute, MemoryRegs, Memo
                          : is_first          ? pipeline_state::start
                          : is_last           ? pipeline_state::stop
                                              : pipeline_state::steady;
-      k.profile_begin(profile_kind::tile, -1, item);
+      k.profiler().begin(profile_kind::tile, -1, item);
       f(item, state, role);
-      k.profile_end(profile_kind::tile, -1, item);
+      k.profiler().end(profile_kind::tile, -1, item);
     }
   };
   pipeline_detail::run_register_split<typename decltype(split)::registers>(

@@ -82,6 +82,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   long long fill_step = 0;
   int operand = 0;  // position among the pipeline's inputs, for reports
   failure_channel failure{};
+  [[no_unique_address]] profile_recorder_ref profiler;  // the profiler's, of the warpgroup that allocated it
   // multicast along a grid axis: this CTA's place in its group, and the group's cluster ranks
   int group_place = 0;
   std::uint16_t group_ranks = 0;
@@ -107,6 +108,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     operand = position;
     waiter = Spec::waited_by < 0 || compute_index == Spec::waited_by;
     if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
+    profiler = k.profiler();
     if constexpr (cluster > 1 && multicast_axis < 0) {
       TP_REQUIRE(prim::cluster_size() == cluster,
                  "the pipeline has multicast<%d> specs but the launch's clusters have %d CTAs (launch option cluster)",
@@ -133,14 +135,14 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// Fetches the block of the next step in order, if it changed; waits until the slot it
   /// goes to was released by the compute warpgroups. With no_pipelining the memory
   /// warpgroup waits for the block to land before it goes on.
-  TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call, const kernel_context& k) {
+  TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, fill_at);
     if (first_of_call || traits::streamed || (!traits::stationary && !(b == fill_last))) {
       fill_last = b;
       filler.advance(slots);
       const int f = filler.slot;
       if (filler.reused()) {
-        k.profile_wait(profile_kind::wait_consumed, operand, fill_step, [&] {
+        profiler.wait(profile_kind::wait_consumed, operand, fill_step, [&] {
           prim::mbarrier_wait(bars.empty + f, filler.take_phase());
         });
       }
@@ -151,7 +153,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
           issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, group_position(), cluster, group_mask(), site);
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
-      k.profile(profile_kind::fetch, profile_phase::instant, operand, fill_step);
+      profiler.mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
       const std::uint32_t landed = landing.take_phase(f);
       if (prim::no_pipelining()) prim::mbarrier_wait(bars.full + f, landed, {f, fill_step});
     }
@@ -160,10 +162,10 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   }
 
   /// At the end of a chain: waits until every slot this warpgroup filled was released.
-  TP_HD void drain(const kernel_context& k) {
+  TP_HD void drain() {
     for (int s = 0; s < slots; ++s)
       if ((filler.used >> s) & 1u) {
-        k.profile_wait(profile_kind::wait_consumed, operand, -1, [&] {
+        profiler.wait(profile_kind::wait_consumed, operand, -1, [&] {
           prim::mbarrier_wait(bars.empty + s, filler.take_phase(s));
         });
         filler.used &= ~(1u << s);
@@ -174,11 +176,10 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
 
   /// Before the body of step s: waits for the block if it is new; with tp::manual_ready
   /// returns the view with the wait for the body to make.
-  TP_HD auto consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s,
-                     const kernel_context& k) {
+  TP_HD auto consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
     if (starts_block(spec, at, first_of_call)) {
       reader.advance(slots);
-      ready.begin(reader, full_at, operand, s, k, waiter);
+      ready.begin(reader, full_at, operand, s, profiler, waiter);
     }
     return ready.body_view(view_type{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}, full_at, reader.slot);
   }
@@ -209,34 +210,33 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
 
   /// After the body of step s: records whether s was the block's last step, and releases
   /// the block of step s - delay if that was its last step.
-  TP_HD void release_after(const Spec& spec, const index<Grid::rank>& next, bool last_step, long long s,
-                           const kernel_context& k) {
+  TP_HD void release_after(const Spec& spec, const index<Grid::rank>& next, bool last_step, long long s) {
 #pragma unroll
     for (int h = 0; h < delay; ++h) recent_slots[h] = recent_slots[h + 1], recent_ends[h] = recent_ends[h + 1];
     recent_slots[delay] = reader.slot;
     recent_ends[delay] = ends_block(spec, next, last_step);
     if constexpr (!Manual)
-      if (s >= delay && recent_ends[0]) release(recent_slots[0], s - delay, k);
+      if (s >= delay && recent_ends[0]) release(recent_slots[0], s - delay);
   }
 
   /// The compute warps are done with slot s, last read at `step`: in every CTA of the
   /// group for a multicast block. A tp::manual_ready block the body never waited for must
   /// have landed before its slot is refilled: the release waits for it (at once if the
   /// body did).
-  TP_HD void release(int s, long long step, const kernel_context& k) const {
+  TP_HD void release(int s, long long step) const {
     if constexpr (Spec::manual_ready)
       if (waiter) prim::mbarrier_wait(full_at + s, reader.last_phase(s));
     if constexpr (cluster > 1) prim::mbarrier_arrive_per_warp_cluster(empty_at + s, group_mask());
     else prim::mbarrier_arrive_per_warp(empty_at + s);
-    k.profile(profile_kind::release, profile_phase::instant, operand, step);
+    profiler.mark(profile_kind::release, profile_phase::instant, operand, step);
   }
 
   /// After the last step: releases the blocks of the last `delay` steps.
-  TP_HD void release_tail(long long steps, const kernel_context& k) {
+  TP_HD void release_tail(long long steps) {
     if constexpr (!Manual)
 #pragma unroll
       for (int h = 1; h <= delay; ++h)
-        if (steps - (delay + 1 - h) >= 0 && recent_ends[h]) release(recent_slots[h], steps - (delay + 1 - h), k);
+        if (steps - (delay + 1 - h) >= 0 && recent_ends[h]) release(recent_slots[h], steps - (delay + 1 - h));
   }
 };
 
@@ -263,12 +263,14 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   int pending = -1;
   int operand = 0;  // position among the pipeline's outputs, for reports
   failure_channel failure{};
+  [[no_unique_address]] profile_recorder_ref profiler;  // the profiler's, of the warpgroup that allocated it
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
 
   TP_HD void allocate(kernel_context& k, bool leader, int position, int barrier_operand) {
     operand = position;
     if constexpr (debug_checks) failure = k.failure();  // read only by the debug checks
+    profiler = k.profiler();
     smem = k.allocate(slots * slot_bytes, "warp-specialised output slots");
     for (int s = 0; s < slots; ++s) prim::name_smem(slot_ptr(s), layout::bytes, "warp-specialised output", position, s);
     bars = barrier_rings::allocate(k, slots, "warp-specialised output barriers");
@@ -280,13 +282,13 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
 
   // ---- compute warpgroups ----
 
-  TP_HD view_type begin(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, const kernel_context& k) {
+  TP_HD view_type begin(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == last)) {
       last = b;
       writer.advance(slots);
       if (writer.reused()) {
-        k.profile_wait(profile_kind::wait_output, operand, -1, [&] {
+        profiler.wait(profile_kind::wait_output, operand, -1, [&] {
           prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
         });
       }
@@ -295,11 +297,11 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
     return {reinterpret_cast<T*>(slot_ptr(writer.slot)), 0};
   }
 
-  TP_HD void end(const Spec& spec, const index<Grid::rank>& next, bool last_step, const kernel_context& k) {
+  TP_HD void end(const Spec& spec, const index<Grid::rank>& next, bool last_step) {
     if (last_step || !(apply_index_map(spec.index_map, next) == last)) {
       prim::fence_proxy_async();  // the body's SMEM writes, before the TMA store reads them
       prim::mbarrier_arrive_per_warp(bars.full + writer.slot);
-      k.profile(profile_kind::written, profile_phase::instant, operand);
+      profiler.mark(profile_kind::written, profile_phase::instant, operand);
     }
   }
 
@@ -308,8 +310,7 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   /// If the block's run ends at the step `at` (next is the following step), waits until it
   /// is written and stores it; returns whether it stored.
   TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const Grid& grid, const index<Grid::rank>& at,
-                            const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call,
-                            const kernel_context& k) {
+                            const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, at);
     if (first_of_call || !(b == store_last)) {
       check_output_run(failure, spec.index_map, grid, b, s, operand);
@@ -317,21 +318,21 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
       storer.advance(slots);
     }
     if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
-    k.profile_wait(profile_kind::wait_written, operand, s, [&] {
+    profiler.wait(profile_kind::wait_written, operand, s, [&] {
       prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
     });
     if (prim::leader()) issue_block_store<tile>(g, b, slot_ptr(storer.slot), {"output", operand, s, failure});
-    k.profile(profile_kind::store, profile_phase::instant, operand, s);
+    profiler.mark(profile_kind::store, profile_phase::instant, operand, s);
     return true;
   }
 
   /// After the stores of a step were committed: frees the slot of the previous store once
   /// it has been read; with InFlight = 0 (one slot), the new store's own slot.
   template <int InFlight>
-  TP_HD void free_stored(bool stored_now, const kernel_context& k) {
+  TP_HD void free_stored(bool stored_now) {
     if (!stored_now) return;
     if (InFlight == 0 || pending >= 0) {
-      k.profile_wait(profile_kind::wait_store, operand, -1, [&] {
+      profiler.wait(profile_kind::wait_store, operand, -1, [&] {
         if (prim::leader()) prim::bulk_wait_read<InFlight>();
       });
       const int s = InFlight == 0 ? storer.slot : pending;
@@ -343,9 +344,9 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
     pending = InFlight == 0 ? -1 : storer.slot;
   }
 
-  TP_HD void drain(const kernel_context& k) {
+  TP_HD void drain() {
     if (pending < 0) return;
-    k.profile_wait(profile_kind::wait_store, operand, -1, [&] {
+    profiler.wait(profile_kind::wait_store, operand, -1, [&] {
       if (prim::leader()) {
         prim::bulk_wait_read<0>();
         prim::mbarrier_arrive(bars.empty + pending);
@@ -373,9 +374,9 @@ struct ws_gmem_operand {
     return false;
   }
   template <int>
-  TP_HD void free_stored(bool, const kernel_context&) {}
-  TP_HD void drain(const kernel_context&) {}
-  TP_HD void release_tail(long long, const kernel_context&) {}
+  TP_HD void free_stored(bool) {}
+  TP_HD void drain() {}
+  TP_HD void release_tail(long long) {}
   template <class... A>
   TP_HD void end(A&&...) {}
   template <class... A>

@@ -87,9 +87,7 @@ class simulated_devices {
       const std::string name = cluster_name(l.shape, e.first);
       e.state = std::make_unique<cta_state>(l.shape.warpgroups, l.shape.smem_bytes, l.opt, l.kernel, name,
                                             static_cast<int>(k), l.shape.cluster_size(), &sched, static_cast<int>(owner.size()));
-      e.state->device = e.device;
-      e.state->peers = &memory_;
-      e.state->peer_actor = static_cast<int>(k);
+      e.state->peers = {&memory_, static_cast<int>(k)};
       actor_names.push_back("device " + std::to_string(e.device) + " CTA " + name);
       owner.insert(owner.end(), static_cast<std::size_t>(l.shape.warpgroups * l.shape.cluster_size()), static_cast<int>(k));
     }
@@ -105,7 +103,7 @@ class simulated_devices {
       for (std::size_t k = 0; k < ctas.size(); ++k) {
         const cta_state& c = *ctas[k].state;
         const auto first = st.begin() + c.thread_base;
-        const std::string part = c.deadlock_context({first, first + static_cast<long>(c.wgs.size())});
+        const std::string part = c.deadlock_context({first, first + c.layout.warpgroups()});
         if (!part.empty()) s += "\n  in " + actor_names[k] + ":" + part;
       }
       return s;
@@ -114,7 +112,7 @@ class simulated_devices {
     for (auto& e : ctas) {
       const device_launch& l = launches[e.device];
       cta_state& st = *e.state;
-      for (int i = 0; i < static_cast<int>(st.wgs.size()); ++i)
+      for (int i = 0; i < st.layout.warpgroups(); ++i)
         pool.emplace_back([&, i] {
           current() = {&st, i};
           const int me = st.thread_base + i;

@@ -219,4 +219,11 @@ class peer_memory {
   std::vector<place> granules_;
 };
 
+/// Where a CTA of a launch over several simulated devices reaches the memory they share
+/// (null for a launch on one device), and the CTA's actor there.
+struct peer_link {
+  peer_memory* memory = nullptr;
+  int actor = 0;
+};
+
 }  // namespace tilepipe::interpret

@@ -23,7 +23,7 @@ namespace detail {
 /// The barrier at a shared-window address of the calling warpgroup's CTA.
 inline std::uint64_t* interpret_barrier(smem_barrier b) {
   auto& c = interpret::cta();
-  return reinterpret_cast<std::uint64_t*>(c.smem_of(c.rank_of(interpret::current().wg)) + b.addr);
+  return reinterpret_cast<std::uint64_t*>(c.memory.of(c.layout.rank_of(interpret::current().wg)) + b.addr);
 }
 }  // namespace detail
 
@@ -33,10 +33,10 @@ TP_HD TP_FORCEINLINE bool leader() { return true; }
 TP_HD TP_FORCEINLINE bool leader_warp() { return true; }
 TP_HD TP_FORCEINLINE int thread_in_warpgroup() { return 0; }
 TP_HD TP_FORCEINLINE int warpgroup_threads() { return 1; }
-TP_HD TP_FORCEINLINE int warpgroup_index() { return interpret::cta().local_wg(interpret::current().wg); }
+TP_HD TP_FORCEINLINE int warpgroup_index() { return interpret::cta().layout.local_wg(interpret::current().wg); }
 TP_HD TP_FORCEINLINE int uniform_warpgroup_index() { return warpgroup_index(); }
-TP_HD TP_FORCEINLINE int cluster_rank() { return interpret::cta().rank_of(interpret::current().wg); }
-TP_HD TP_FORCEINLINE int cluster_size() { return interpret::cta().cluster_size; }
+TP_HD TP_FORCEINLINE int cluster_rank() { return interpret::cta().layout.rank_of(interpret::current().wg); }
+TP_HD TP_FORCEINLINE int cluster_size() { return interpret::cta().layout.ctas; }
 
 template <class... A>
 TP_HD TP_FORCEINLINE void fail(failure_channel, const char* format, A... args) {
@@ -46,12 +46,12 @@ TP_HD TP_FORCEINLINE void fail(failure_channel, const char* format, A... args) {
 // ---- execution barriers ----------------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void named_barrier_sync(int id, int threads) {
-  interpret::cta().named_barrier_sync(interpret::current().wg, id, threads);
+  interpret::cta().named.sync(interpret::current().wg, id, threads);
 }
 TP_HD TP_FORCEINLINE void named_barrier_arrive(int id, int threads) {
-  interpret::cta().named_barrier_sync(interpret::current().wg, id, threads, false);
+  interpret::cta().named.sync(interpret::current().wg, id, threads, false);
 }
-TP_HD TP_FORCEINLINE void cluster_sync() { interpret::cta().cluster_sync(interpret::current().wg); }
+TP_HD TP_FORCEINLINE void cluster_sync() { interpret::cta().named.cluster_sync(interpret::current().wg); }
 // A warpgroup is one host thread: nothing to synchronise.
 TP_HD TP_FORCEINLINE void warpgroup_sync() {}
 
@@ -86,7 +86,7 @@ TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value) { return value; }
 
 TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) {
   auto& c = interpret::cta();
-  if (c.peers) c.peers->signal(c.peer_actor, sem);
+  if (c.peers.memory) c.peers.memory->signal(c.peers.actor, sem);
   std::atomic_ref<unsigned>(*sem).fetch_add(inc, std::memory_order_release);
 }
 
@@ -102,39 +102,39 @@ TP_HD TP_FORCEINLINE void signal_wait(const unsigned* sem, unsigned value) {
         return "a semaphore (tp::semaphore_wait) for the count " + std::to_string(value) + "; it is at " +
                std::to_string(count()) + " (no CTA of any device left can signal it)";
       });
-  if (c.peers) c.peers->acquire(c.peer_actor, sem);
+  if (c.peers.memory) c.peers.memory->acquire(c.peers.actor, sem);
 }
 
 TP_HD TP_FORCEINLINE void note_gmem_access(const void* p, std::size_t bytes, bool write, const char* what) {
   auto& c = interpret::cta();
-  if (c.peers) c.peers->access(c.peer_actor, p, bytes, write, what);
+  if (c.peers.memory) c.peers.memory->access(c.peers.actor, p, bytes, write, what);
 }
 
 // ---- mbarriers -------------------------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
-  interpret::cta().barrier_init(bar, count);
+  interpret::cta().barriers.init(bar, count);
 }
 TP_HD TP_FORCEINLINE void fence_barrier_init() {}
-TP_HD TP_FORCEINLINE void mbarrier_inval(std::uint64_t* bar) { interpret::cta().barrier_inval(bar); }
+TP_HD TP_FORCEINLINE void mbarrier_inval(std::uint64_t* bar) { interpret::cta().barriers.inval(bar); }
 
 TP_HD TP_FORCEINLINE void mbarrier_name(std::uint64_t* bar, const char* kind, int operand, int slot) {
   std::string name = kind;
   if (operand >= 0) name += " barrier of operand " + std::to_string(operand);
-  interpret::cta().barrier_name(bar, name, slot);
+  interpret::cta().barriers.name(bar, name, slot);
 }
 
 TP_HD TP_FORCEINLINE smem_barrier barrier_at(std::uint64_t* bar) {
-  return {interpret::cta().local_address(interpret::current().wg, bar)};
+  return {interpret::cta().memory.local_address(interpret::current().wg, bar)};
 }
 
 TP_HD TP_FORCEINLINE void mbarrier_arrive(std::uint64_t* bar, std::uint32_t count) {
-  interpret::cta().barrier_arrive(interpret::current().wg, bar, count, 0);
+  interpret::cta().barriers.arrive(interpret::current().wg, bar, count, 0);
 }
 
 // One thread stands for the warpgroup's 4 warps.
 TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(std::uint64_t* bar) {
-  interpret::cta().barrier_arrive(interpret::current().wg, bar, 4, 0);
+  interpret::cta().barriers.arrive(interpret::current().wg, bar, 4, 0);
 }
 
 TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp(smem_barrier bar) {
@@ -146,15 +146,15 @@ TP_HD TP_FORCEINLINE void mbarrier_arrive_per_warp_cluster(smem_barrier bar, std
   const int wg = interpret::current().wg;
   for (int r = 0; r < 16; ++r)
     if (cta_mask & (1u << r))
-      c.barrier_arrive(wg, c.peer(wg, detail::interpret_barrier(bar), r, "remote mbarrier arrive"), 4, 0);
+      c.barriers.arrive(wg, c.memory.peer(wg, detail::interpret_barrier(bar), r, "remote mbarrier arrive"), 4, 0);
 }
 
 TP_HD TP_FORCEINLINE void mbarrier_arrive_expect_tx(std::uint64_t* bar, std::uint32_t bytes) {
-  interpret::cta().barrier_arrive(interpret::current().wg, bar, 1, bytes);
+  interpret::cta().barriers.arrive(interpret::current().wg, bar, 1, bytes);
 }
 
 TP_HD TP_FORCEINLINE void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity, wait_site site) {
-  interpret::cta().barrier_wait(interpret::current().wg, bar, parity, {site.slot, site.step});
+  interpret::cta().barriers.wait(interpret::current().wg, bar, parity, {site.slot, site.step});
 }
 
 TP_HD TP_FORCEINLINE void mbarrier_wait(smem_barrier bar, std::uint32_t parity, wait_site site) {
@@ -173,24 +173,24 @@ template <int R>
 void interpret_tma_load(const tma_desc& map, void* dst, const int (&coords)[R], std::uint64_t* bar) {
   interpret::check_box_start(map, coords, "TMA load");
   auto& c = interpret::cta();
-  const std::uint32_t dst_off = c.smem_offset(dst, interpret::box_bytes(map), "TMA load destination");
-  const std::uint32_t bar_off = c.smem_offset(bar, 8, "TMA load barrier");
-  c.barrier(bar, "TMA load");
+  const std::uint32_t dst_off = c.memory.offset(dst, interpret::box_bytes(map), "TMA load destination");
+  const std::uint32_t bar_off = c.memory.offset(bar, 8, "TMA load barrier");
+  c.barriers.at(bar, "TMA load");
   interpret::pending_copy copy;
   copy.barrier = bar_off;
   copy.bytes = interpret::box_bytes(map);
   copy.what = "TMA load";
   int co[max_tma_rank] = {};
   for (int i = 0; i < R; ++i) co[i] = coords[i];
-  unsigned char* smem = c.smem();
+  unsigned char* smem = c.memory.base();
   copy.perform = [&map, co, smem, dst_off] { interpret::tma_load_now(map, co, smem, dst_off); };
-  copy.op = c.track_load(interpret::current().wg, map, dst_off, bar_off);
-  if (c.peers) c.peers->tma(c.peer_actor, map, co, false);
-  c.mark_written(dst_off, copy.bytes);
+  copy.op = c.copies.track_load(interpret::current().wg, map, dst_off, bar_off);
+  if (c.peers.memory) c.peers.memory->tma(c.peers.actor, map, co, false);
+  c.memory.mark_written(dst_off, static_cast<std::size_t>(copy.bytes));
   interpret::event e{interpret::event::tma_load, 0, interpret::current().wg, dst_off, bar_off, 0, {}};
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
-  c.record(e);
-  c.issue_load(std::move(copy));
+  c.log.record(e);
+  c.copies.issue_load(std::move(copy));
 }
 }  // namespace detail
 
@@ -204,59 +204,59 @@ TP_HD TP_FORCEINLINE void tma_load_multicast(const tma_desc& map, void* dst, con
                                              std::uint16_t cta_mask) {
   auto& c = interpret::cta();
   const int wg = interpret::current().wg;
-  if (cta_mask >> c.cluster_size)
+  if (cta_mask >> c.layout.ctas)
     tilepipe::detail::throw_formatted("multicast TMA load to CTA mask 0x%x in a cluster of %d CTAs", cta_mask,
-                                      c.cluster_size);
-  for (int r = 0; r < c.cluster_size; ++r)
+                                      c.layout.ctas);
+  for (int r = 0; r < c.layout.ctas; ++r)
     if (cta_mask & (1u << r))
-      detail::interpret_tma_load(map, c.peer(wg, dst, r, "multicast TMA load"), coords,
-                                 reinterpret_cast<std::uint64_t*>(c.peer(wg, bar, r, "multicast TMA load")));
+      detail::interpret_tma_load(map, c.memory.peer(wg, dst, r, "multicast TMA load"), coords,
+                                 reinterpret_cast<std::uint64_t*>(c.memory.peer(wg, bar, r, "multicast TMA load")));
 }
 
 template <int R>
 TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const int (&coords)[R]) {
   interpret::check_box_start(map, coords, "TMA store");
   auto& c = interpret::cta();
-  const std::uint32_t src_off = c.smem_offset(src, interpret::box_bytes(map), "TMA store source");
+  const std::uint32_t src_off = c.memory.offset(src, interpret::box_bytes(map), "TMA store source");
   interpret::pending_copy copy;
   copy.bytes = interpret::box_bytes(map);
   copy.what = "TMA store";
   int co[max_tma_rank] = {};
   for (int i = 0; i < R; ++i) co[i] = coords[i];
-  unsigned char* smem = c.smem();
+  unsigned char* smem = c.memory.base();
   copy.perform = [&map, co, smem, src_off] { interpret::tma_store_now(map, co, smem, src_off); };
-  copy.op = c.track_store(interpret::current().wg, map, src_off);
-  if (c.peers) copy.peer_op = c.peers->tma(c.peer_actor, map, co, true);
+  copy.op = c.copies.track_store(interpret::current().wg, map, src_off);
+  if (c.peers.memory) copy.peer_op = c.peers.memory->tma(c.peers.actor, map, co, true);
   interpret::event e{interpret::event::tma_store, 0, interpret::current().wg, src_off, 0, 0, {}};
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
-  c.record(e);
-  c.issue_store(interpret::current().wg, std::move(copy));
+  c.log.record(e);
+  c.copies.issue_store(interpret::current().wg, std::move(copy));
 }
 
-TP_HD TP_FORCEINLINE void bulk_commit() { interpret::cta().commit_stores(interpret::current().wg); }
+TP_HD TP_FORCEINLINE void bulk_commit() { interpret::cta().copies.commit_stores(interpret::current().wg); }
 
 // The interpreter performs a store group's reads and writes together: both waits wait for it.
 template <int N>
 TP_HD TP_FORCEINLINE void bulk_wait() {
-  interpret::cta().wait_stores(interpret::current().wg, N);
+  interpret::cta().copies.wait_stores(interpret::current().wg, N);
 }
 
 template <int N>
 TP_HD TP_FORCEINLINE void bulk_wait_read() {
-  interpret::cta().wait_stores(interpret::current().wg, N);
+  interpret::cta().copies.wait_stores(interpret::current().wg, N);
 }
 
 // ---- wgmma -----------------------------------------------------------------------------
 
 TP_HD TP_FORCEINLINE std::uint32_t smem_address(const void* p) {
-  return interpret::cta().local_address(interpret::current().wg, p);
+  return interpret::cta().memory.local_address(interpret::current().wg, p);
 }
 TP_HD TP_FORCEINLINE void wgmma_fence() {}
-TP_HD TP_FORCEINLINE void wgmma_commit() { interpret::cta().commit_wgmma(interpret::current().wg); }
+TP_HD TP_FORCEINLINE void wgmma_commit() { interpret::cta().wgmma.commit(interpret::current().wg); }
 
 template <int N>
 TP_HD TP_FORCEINLINE void wgmma_wait() {
-  interpret::cta().wait_wgmma(interpret::current().wg, N);
+  interpret::cta().wgmma.wait(interpret::current().wg, N);
 }
 
 namespace detail {
@@ -267,8 +267,8 @@ void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t 
                      std::uint64_t db, bool b_mn_major, int scale_d) {
   auto& c = interpret::cta();
   // Descriptors hold addresses in the issuing CTA's shared window.
-  const unsigned char* smem = c.smem_of(c.rank_of(interpret::current().wg));
-  const std::uint32_t base = static_cast<std::uint32_t>(smem - c.smem());
+  const unsigned char* smem = c.memory.of(c.layout.rank_of(interpret::current().wg));
+  const std::uint32_t base = static_cast<std::uint32_t>(smem - c.memory.base());
   // The SMEM granules this instruction reads, for the race detector.
   std::vector<std::uint32_t> granules;
   if (c.detector()) {
@@ -282,7 +282,7 @@ void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t 
     std::sort(granules.begin(), granules.end());
     granules.erase(std::unique(granules.begin(), granules.end()), granules.end());
   }
-  c.issue_wgmma(interpret::current().wg, [=] {
+  c.wgmma.issue(interpret::current().wg, [=] {
     auto elem = [smem](std::uint64_t desc, bool mn_major, int mn, int k) {
       T v;
       std::memcpy(&v, smem + wgmma_operand_byte(desc, mn_major, sizeof(T), mn, k), sizeof(T));
@@ -331,9 +331,9 @@ TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_
 
 // ---- shared memory ---------------------------------------------------------------------
 
-TP_HD TP_FORCEINLINE unsigned char* dynamic_smem() { return interpret::cta().smem_of(cluster_rank()); }
+TP_HD TP_FORCEINLINE unsigned char* dynamic_smem() { return interpret::cta().memory.of(cluster_rank()); }
 TP_HD TP_FORCEINLINE std::uint32_t dynamic_smem_size() {
-  return static_cast<std::uint32_t>(interpret::cta().smem_size);
+  return static_cast<std::uint32_t>(interpret::cta().memory.size);
 }
 
 TP_HD TP_FORCEINLINE void poison(void* p, std::size_t bytes) {
@@ -344,7 +344,7 @@ template <int R>
 TP_HD TP_FORCEINLINE void note_block(const void* p, const int (&block)[R]) {
   std::string s = "block (";
   for (int d = 0; d < R; ++d) s += (d ? ", " : "") + std::to_string(block[d]);
-  interpret::cta().note_contents(p, s + ")");
+  interpret::cta().memory.note_contents(p, s + ")");
 }
 
 TP_HD TP_FORCEINLINE void note_smem_read(const void* p, std::size_t bytes, const char* what) {
@@ -356,7 +356,7 @@ TP_HD TP_FORCEINLINE void note_smem_write(const void* p, std::size_t bytes, cons
 }
 
 TP_HD TP_FORCEINLINE void name_smem(const void* p, std::size_t bytes, const char* what, int index, int slot) {
-  interpret::cta().name_region(p, bytes, what, index, slot);
+  interpret::cta().memory.name_region(p, bytes, what, index, slot);
 }
 
 TP_HD TP_FORCEINLINE long long annotate_step(long long step) {
@@ -381,18 +381,18 @@ TP_HD TP_FORCEINLINE void launch_dependents() {}
 
 TP_HD TP_FORCEINLINE std::uint64_t profile_clock() { return ++interpret::cta().profile_tick; }
 TP_HD TP_FORCEINLINE std::uint64_t global_timer() { return interpret::cta().profile_tick; }
-TP_HD TP_FORCEINLINE int sm_id() { return interpret::cta().number() * interpret::cta().cluster_size + cluster_rank(); }
+TP_HD TP_FORCEINLINE int sm_id() { return interpret::cta().number() * interpret::cta().layout.ctas + cluster_rank(); }
 
 // ---- registers and math ----------------------------------------------------------------
 
-// The CTA's register pool, as setmaxnreg moves registers between warpgroups (cta.hpp).
+// The CTA's register pool, as setmaxnreg moves registers between warpgroups (register_pool.hpp).
 template <int Regs>
 TP_HD TP_FORCEINLINE void setmaxnreg_inc() {
-  interpret::cta().set_registers(interpret::current().wg, Regs, true);
+  interpret::cta().registers.set(interpret::current().wg, Regs, true);
 }
 template <int Regs>
 TP_HD TP_FORCEINLINE void setmaxnreg_dec() {
-  interpret::cta().set_registers(interpret::current().wg, Regs, false);
+  interpret::cta().registers.set(interpret::current().wg, Regs, false);
 }
 
 TP_HD TP_FORCEINLINE float exp2(float x) { return std::exp2(x); }
