@@ -272,16 +272,17 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
 
       auto body = [&, seq, t, m_lo, shift, k_first, k_last](index<2> at, auto k_s, auto v_s, auto q_s, auto do_s) {
         const int head = t.head * group + at[0], i0 = (m_lo + at[1]) * BM;
-        // A block runs with the mask if it crosses the sequence's end, or if one of this
-        // warpgroup's keys lies right of the first row's window or left of the last row's.
-        const bool masked = i0 + BM > seq.sq || (window_right >= 0 && k_last > i0 + shift + window_right) ||
+        // A block runs with the mask if one of this warpgroup's keys lies right of the first
+        // row's window or left of the last row's. Rows past the sequence's end need none: their
+        // LSE reads as +inf, so their P and dS are 0.
+        const bool masked = (window_right >= 0 && k_last > i0 + shift + window_right) ||
                             (window_left >= 0 && k_first < i0 + BM - 1 + shift - window_left);
         auto step = [&](auto with_mask) {
           accumulator<WN, BM> st, dpt;  // S^T and dP^T: this warpgroup's keys x the block's rows
           wgmma(st, rows<WN>(k_s, ci * WN), transpose(q_s), false);
           wgmma(dpt, rows<WN>(v_s, ci * WN), transpose(do_s), false);
           wgmma_wait<0>(st, dpt);
-          // Column c is query row i0 + c; rows past the sequence get P = 0 and delta 0.
+          // Column c is query row i0 + c.
           const float sl2 = scale_log2;
           auto pt = map(st, [&](float x, int, int c) {
             const int i = i0 + c;
@@ -290,8 +291,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           if constexpr (with_mask) {
             mask_columns(pt, [&](int r) {  // key k_first + r is seen by rows [j - right, j + left], j = key - shift
               const int j = k_first + r - shift - i0;
-              return column_range{window_right >= 0 ? j - window_right : 0,
-                                  min(seq.sq - i0, window_left >= 0 ? j + window_left + 1 : BM)};
+              return column_range{window_right >= 0 ? j - window_right : 0, window_left >= 0 ? j + window_left + 1 : BM};
             }, 0.0f);
           }
           auto dp_minus_delta = map(dpt, [&](float x, int, int c) {
