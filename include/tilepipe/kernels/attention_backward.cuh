@@ -89,20 +89,20 @@ struct batch_layout {
 };
 
 /// One f32 per query row of each head, laid out as the forward's LSE: [B, Hq, Sq], or
-/// [Hq, total_q] for varlen (whose sequences are batch 0 starting at row q0).
+/// [Hq, total_q] for varlen (whose sequences are batch 0 starting at row q0). The rows are
+/// contiguous, so that a thread's reads of the columns it holds are one address and immediate
+/// offsets (a run-time row stride cost the dK dV kernel a register per column, and spills).
 struct row_values {
   float* data = nullptr;
-  long long batch_stride = 0, head_stride = 0, row_stride = 1;
+  long long batch_stride = 0, head_stride = 0;
 
-  /// The value of the sequence's query row i (< its length) of head h.
-  TP_HD float at(const sequence& s, int h, int i) const {
-    return data[s.batch * batch_stride + h * head_stride + (s.q0 + static_cast<long long>(i)) * row_stride];
-  }
-  /// Rows [row0, row0 + rows) of head h, for a store.
-  TP_HD gmem_ref<float, 1> rows(const sequence& s, int h, int row0, int rows) const {
+  /// The sequence's query rows of head h, from row 0.
+  TP_HD const float* rows(const sequence& s, int h) const { return data + s.batch * batch_stride + h * head_stride + s.q0; }
+  /// Rows [row0, row0 + count) of head h, for a store.
+  TP_HD gmem_ref<float, 1> rows(const sequence& s, int h, int row0, int count) const {
     gmem_ref<float, 1> r;
-    r.data = data + s.batch * batch_stride + h * head_stride + (s.q0 + static_cast<long long>(row0)) * row_stride;
-    r.shape[0] = rows, r.stride[0] = row_stride;
+    r.data = data + s.batch * batch_stride + h * head_stride + s.q0 + row0;
+    r.shape[0] = count, r.stride[0] = 1;
     return r;
   }
 };
@@ -215,10 +215,10 @@ struct attention_backward_dq_kernel : attention_backward_params {
       auto context = compute_context([&, seq, t, row0, tile_rows](auto pipeline) {
         const int my_row0 = row0 + ci * WM, my_rows = clamp_rows(tile_rows - ci * WM, WM);
         // Rows past the sequence get P = 0 (exp2 of -inf) and delta 0: their dQ is not stored.
-        lse2 = map(full<row_vector<WM>>(0.0f),
-                   [&](float, int r) { return r < my_rows ? lse_log2(lse.at(seq, t.head, my_row0 + r)) : INFINITY; });
-        delta_rows = map(full<row_vector<WM>>(0.0f),
-                         [&](float, int r) { return r < my_rows ? delta.at(seq, t.head, my_row0 + r) : 0.0f; });
+        const float* lse_of = lse.rows(seq, t.head) + my_row0;
+        const float* delta_of = delta.rows(seq, t.head) + my_row0;
+        lse2 = map(full<row_vector<WM>>(0.0f), [&](float, int r) { return r < my_rows ? lse_log2(lse_of[r]) : INFINITY; });
+        delta_rows = map(full<row_vector<WM>>(0.0f), [&](float, int r) { return r < my_rows ? delta_of[r] : 0.0f; });
         acc_dq = zeros<float, WM, D>();
         pipeline();
         if (my_rows == 0) return;
@@ -284,9 +284,10 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           wgmma_wait<0>(st, dpt);
           // Column c is query row i0 + c.
           const float sl2 = scale_log2;
+          const float *lse_of = lse.rows(seq, head) + i0, *delta_of = delta.rows(seq, head) + i0;
+          const int rows_left = seq.sq - i0;
           auto pt = map(st, [&](float x, int, int c) {
-            const int i = i0 + c;
-            return prim::exp2(x * sl2 - (i < seq.sq ? lse_log2(lse.at(seq, head, i)) : INFINITY));
+            return prim::exp2(x * sl2 - (c < rows_left ? lse_log2(lse_of[c]) : INFINITY));
           });
           if constexpr (with_mask) {
             mask_columns(pt, [&](int r) {  // key k_first + r is seen by rows [j - right, j + left], j = key - shift
@@ -294,10 +295,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
               return column_range{window_right >= 0 ? j - window_right : 0, window_left >= 0 ? j + window_left + 1 : BM};
             }, 0.0f);
           }
-          auto dp_minus_delta = map(dpt, [&](float x, int, int c) {
-            const int i = i0 + c;
-            return x - (i < seq.sq ? delta.at(seq, head, i) : 0.0f);
-          });
+          auto dp_minus_delta = map(dpt, [&](float x, int, int c) { return x - (c < rows_left ? delta_of[c] : 0.0f); });
           operand_fragment<T, WN, BM> p_t = to_operand<T>(pt), grad_s_t = to_operand<T>(pt * dp_minus_delta);
           wgmma(acc_dv, p_t, do_s);
           wgmma(acc_dk, grad_s_t, q_s);
@@ -391,7 +389,7 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
 }
 
 /// Checks the tensors, fills in the kernels' parameters and dispatches on the head dim. lse is
-/// [B, Hq, Sq] (lse_dims 3) or [Hq, total_q] (varlen, 2), given as its data, shape and strides.
+/// [B, Hq, Sq] or [Hq, total_q] (varlen), its data and strides checked by the caller.
 template <class T>
 void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
          const tensor_view<T, 4>& o, const tensor_view<T, 4>& d_o, row_values lse, const tensor_view<T, 4>& dq,
@@ -437,7 +435,7 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   float* workspace = opt.workspace;
   if (!workspace && rows > 0) owned = tensor<float, 1>(dev, {rows}), workspace = owned.data();
   const long long row_count = varlen ? q.shape[1] : batch.seqlen_q;
-  const row_values delta{workspace, varlen ? 0 : hq * row_count, row_count, 1};
+  const row_values delta{workspace, varlen ? 0 : hq * row_count, row_count};
 
   attention_backward_params params;
   params.batch = batch;
@@ -464,10 +462,13 @@ void attention_backward(const device& dev, const tensor_view<T, 4>& q, const ten
   if (lse.shape[0] != q.shape[0] || lse.shape[1] != q.shape[2] || lse.shape[2] != q.shape[1])
     detail::throw_formatted("attention_backward: lse must be [B, Hq, Sq] = [%lld, %lld, %lld], got [%lld, %lld, %lld]",
                             q.shape[0], q.shape[2], q.shape[1], lse.shape[0], lse.shape[1], lse.shape[2]);
+  if (lse.shape[2] > 1 && lse.stride[2] != 1)
+    detail::throw_formatted("attention_backward: lse's rows must be contiguous (stride 1 along Sq, got %lld)",
+                            lse.stride[2]);
   attention_backward_detail::batch_layout batch;
   batch.seqlen_q = static_cast<int>(q.shape[1]), batch.seqlen_k = static_cast<int>(k.shape[1]);
-  attention_backward_detail::run<T>(dev, q, k, v, o, d_o, {lse.data, lse.stride[0], lse.stride[1], lse.stride[2]}, dq, dk,
-                                    dv, batch, static_cast<int>(q.shape[0]), opt);
+  attention_backward_detail::run<T>(dev, q, k, v, o, d_o, {lse.data, lse.stride[0], lse.stride[1]}, dq, dk, dv, batch,
+                                    static_cast<int>(q.shape[0]), opt);
 }
 
 /// The same over a batch of packed sequences (attention_forward_varlen): q, o, d_o and dq
@@ -490,12 +491,15 @@ void attention_backward_varlen(const device& dev, const tensor_view<T, 3>& q, co
   if (max_seqlen_q < 0 || max_seqlen_k < 0)
     detail::throw_formatted("attention_backward: max_seqlen_q and max_seqlen_k must be >= 0, got %d and %d",
                             max_seqlen_q, max_seqlen_k);
+  if (lse.shape[1] > 1 && lse.stride[1] != 1)
+    detail::throw_formatted("attention_backward: lse's rows must be contiguous (stride 1 along total_q, got %lld)",
+                            lse.stride[1]);
   attention_backward_detail::batch_layout batch;
   batch.cu_seqlens_q = cu_seqlens_q, batch.cu_seqlens_k = cu_seqlens_k;
   batch.max_seqlen_q = max_seqlen_q, batch.max_seqlen_k = max_seqlen_k;
   batch.total_q = static_cast<int>(q.shape[0]), batch.total_k = static_cast<int>(k.shape[0]);
   attention_backward_detail::run<T>(dev, batch_of_one(q), batch_of_one(k), batch_of_one(v), batch_of_one(o),
-                                    batch_of_one(d_o), {lse.data, 0, lse.stride[0], lse.stride[1]}, batch_of_one(dq),
+                                    batch_of_one(d_o), {lse.data, 0, lse.stride[0]}, batch_of_one(dq),
                                     batch_of_one(dk), batch_of_one(dv), batch, batches, opt);
 }
 
