@@ -17,13 +17,13 @@
 //      dQ += dS K with dS as the A operand in registers (the accumulator layout is the A layout).
 //   3. dK, dV: tiles of 128 keys of one KV head; K and V are stationary, Q and dO stream in
 //      blocks of 64 rows, those of every query head of the KV head's group (GQA's sum stays in
-//      the CTA) that see the tile's keys. Each compute warpgroup owns 64 keys and computes the
-//      transposes, S^T = K Q^T and dP^T = V dO^T, so that P^T and dS^T are register A operands
-//      too: dV += P^T dO, dK += dS^T Q, with no SMEM round trip and no barrier between the
-//      warpgroups. LSE and delta then vary along the columns; each thread reads the values of
-//      the columns it holds.
-// Masks are the forward's (bottom-right aligned); only blocks that cross a sequence's end or a
-// mask's edge run the masked copy of a step. Both kernels wait for every wgmma inside the step.
+//      the CTA) that see the tile's keys. Each compute warpgroup owns 64 keys: it computes S
+//      and dP for the block's rows and its keys (LSE and delta are row vectors), stores P and
+//      dS in 16 bits to its own SMEM scratch, and accumulates dV += P^T dO and dK += dS^T Q
+//      with the transposed scratch as wgmma's A operand (docs/design.md says why not S^T).
+// Masks are the forward's (bottom-right aligned); only blocks that cross a mask's edge (and,
+// in the dQ kernel, a sequence's end) run the masked copy of a step. Both kernels wait for
+// every wgmma inside the step.
 #pragma once
 
 #include "../sched/attention_tiles.cuh"
