@@ -17,13 +17,13 @@
 //      dQ += dS K with dS as the A operand in registers (the accumulator layout is the A layout).
 //   3. dK, dV: tiles of 128 keys of one KV head; K and V are stationary, Q and dO stream in
 //      blocks of 64 rows, those of every query head of the KV head's group (GQA's sum stays in
-//      the CTA) that see the tile's keys. Each compute warpgroup owns 64 keys and computes the
-//      transposes, S^T = K Q^T and dP^T = V dO^T, so that P^T and dS^T are register A operands
-//      too: dV += P^T dO, dK += dS^T Q, with no SMEM round trip and no barrier between the
-//      warpgroups. LSE and delta then vary along the columns; each thread reads the values of
-//      the columns it holds.
-// Masks are the forward's (bottom-right aligned); only blocks that cross a sequence's end or a
-// mask's edge run the masked copy of a step. Both kernels wait for every wgmma inside the step.
+//      the CTA) that see the tile's keys. Each compute warpgroup owns 64 keys: it computes S
+//      and dP for the block's rows and its keys (LSE and delta are row vectors), stores P and
+//      dS in 16 bits to its own SMEM scratch, and accumulates dV += P^T dO and dK += dS^T Q
+//      with the transposed scratch as wgmma's A operand (docs/design.md says why not S^T).
+// Masks are the forward's (bottom-right aligned); only blocks that cross a mask's edge (and,
+// in the dQ kernel, a sequence's end) run the masked copy of a step. Both kernels wait for
+// every wgmma inside the step.
 #pragma once
 
 #include "../sched/attention_tiles.cuh"
@@ -251,12 +251,21 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
   static constexpr int BN = 128, WN = 64, BM = 64;  // keys per tile and per warpgroup, query rows per step
   using kv_tile = tile<block<squeezed, element(BN), squeezed, D>, swizzle<128>>;
   using q_tile = tile<block<squeezed, element(BM), squeezed, D>, swizzle<128>>;
+  /// P or dS of one warpgroup's step in 16 bits (the block's rows x its keys), read back
+  /// transposed as wgmma's A operand.
+  using scratch_view = smem<T, tile<block<BM, WN>, swizzle<128>>>;
+  static constexpr std::uint32_t scratch_bytes = 2 * 2 * scratch_view::bytes;  // P and dS per compute warpgroup
+  // K and V in two slots where SMEM holds them beside two Q and two dO slots, the scratch, the
+  // barriers and each allocation's 1024-byte alignment (head dim 64): the next tile's K and V
+  // then land while this tile runs. At head dim 128 they load after its last step.
+  static constexpr int kv_slots = (4 * BN * D + 4 * BM * D) * sizeof(T) + scratch_bytes + 4096 <= smem_capacity ? 2 : 1;
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v, gmem<T, 4, q_tile> q,
                         gmem<T, 4, q_tile> d_o, gmem<T, 4> dk, gmem<T, 4> dv) const {
     using namespace attention_backward_detail;
     const int ci = ws.compute_index(ctx);
     accumulator<WN, D> acc_dk, acc_dv;
+    scratch_view p_smem, ds_smem;  // this compute warpgroup's
 
     auto tile_pipeline = [&](attention_tile t) {  // t.head: the KV head, t.m_block: the key block
       const sequence seq = batch.of(ctx, t.batch);
@@ -273,33 +282,40 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       auto body = [&, seq, t, m_lo, shift, k_first, k_last](index<2> at, auto k_s, auto v_s, auto q_s, auto do_s) {
         const int head = t.head * group + at[0], i0 = (m_lo + at[1]) * BM;
         // A block runs with the mask if one of this warpgroup's keys lies right of the first
-        // row's window or left of the last row's. Rows past the sequence's end need none: their
-        // LSE reads as +inf, so their P and dS are 0.
+        // row's window or left of the last row's. Keys past the sequence's end need none (their
+        // dK and dV rows are not stored), nor do rows past it (their LSE reads as +inf: P = 0).
         const bool masked = (window_right >= 0 && k_last > i0 + shift + window_right) ||
                             (window_left >= 0 && k_first < i0 + BM - 1 + shift - window_left);
         auto step = [&](auto with_mask) {
-          accumulator<WN, BM> st, dpt;  // S^T and dP^T: this warpgroup's keys x the block's rows
-          wgmma(st, rows<WN>(k_s, ci * WN), transpose(q_s), false);
-          wgmma(dpt, rows<WN>(v_s, ci * WN), transpose(do_s), false);
-          wgmma_wait<0>(st, dpt);
-          // Column c is query row i0 + c.
-          const float sl2 = scale_log2;
-          const float *lse_of = lse.rows(seq, head) + i0, *delta_of = delta.rows(seq, head) + i0;
           const int rows_left = seq.sq - i0;
-          auto pt = map(st, [&](float x, int, int c) {
-            return prim::exp2(x * sl2 - (c < rows_left ? lse_log2(lse_of[c]) : INFINITY));
-          });
+          const float *lse_of = lse.rows(seq, head) + i0, *delta_of = delta.rows(seq, head) + i0;
+          const auto lse2 = map(full<row_vector<BM>>(0.0f),
+                                [&](float, int r) { return r < rows_left ? lse_log2(lse_of[r]) : INFINITY; });
+          // dS is stored times the scale, dK's factor: dK needs no pass of its own in the epilogue,
+          // and one FMA per element replaces dP - delta's subtraction.
+          const float sc = scale;
+          const auto delta_scaled = map(full<row_vector<BM>>(0.0f),
+                                        [&](float, int r) { return r < rows_left ? delta_of[r] * sc : 0.0f; });
+          const float sl2 = scale_log2;
+          accumulator<BM, WN> s, dp;  // the block's rows x this warpgroup's keys
+          wgmma(s, q_s, transpose(rows<WN>(k_s, ci * WN)), false);
+          wgmma(dp, do_s, transpose(rows<WN>(v_s, ci * WN)), false);
+          wgmma_wait<0>(s, dp);
+          auto p = broadcast_rows(s, lse2, [sl2](float x, float l) { return prim::exp2(x * sl2 - l); });
           if constexpr (with_mask) {
-            mask_columns(pt, [&](int r) {  // key k_first + r is seen by rows [j - right, j + left], j = key - shift
-              const int j = k_first + r - shift - i0;
-              return column_range{window_right >= 0 ? j - window_right : 0, window_left >= 0 ? j + window_left + 1 : BM};
+            mask_columns(p, [&](int r) {  // row r sees keys [row - left, row + right] of the sequence
+              const int row = i0 + r + shift - k_first;
+              return column_range{window_left >= 0 ? row - window_left : 0,
+                                  window_right >= 0 ? row + window_right + 1 : WN};
             }, 0.0f);
           }
-          auto dp_minus_delta = map(dpt, [&](float x, int, int c) { return x - (c < rows_left ? delta_of[c] : 0.0f); });
-          operand_fragment<T, WN, BM> p_t = to_operand<T>(pt), grad_s_t = to_operand<T>(pt * dp_minus_delta);
-          wgmma(acc_dv, p_t, do_s);
-          wgmma(acc_dk, grad_s_t, q_s);
-          wgmma_wait<0>(acc_dv, acc_dk, p_t, grad_s_t);
+          store(p_smem, p);
+          store(ds_smem, p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
+          // P and dS in 16 bits: their transposed views are dV's and dK's A operands.
+          commit_smem();
+          wgmma(acc_dv, transpose(p_smem), do_s);
+          wgmma(acc_dk, transpose(ds_smem), q_s);
+          wgmma_wait<0>(acc_dv, acc_dk);
         };
         if (masked) step(std::true_type{});
         else step(std::false_type{});
@@ -312,7 +328,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
         const int my_keys = clamp_rows(tile_keys - ci * WN, WN);
         if (my_keys == 0) return;
         const ds batch_slice{seq.batch, 1}, key_slice{seq.k0 + k_first, my_keys}, head_slice{t.head, 1}, dims{0, D};
-        store(plane<1, 3>(dk.at(batch_slice, key_slice, head_slice, dims)), acc_dk * scale);
+        store(plane<1, 3>(dk.at(batch_slice, key_slice, head_slice, dims)), acc_dk);
         store(plane<1, 3>(dv.at(batch_slice, key_slice, head_slice, dims)), acc_dv);
       });
       const int b = seq.batch, key_row = seq.k0 + key0, kv_head = t.head, first_head = t.head * group;
@@ -321,10 +337,14 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       auto q_map = [=](auto h, auto m) { return idx(b, q_row + m * BM, first_head + h, 0); };
       return emit_pipeline_warp_specialized(
           body, grid(group, m_blocks),
-          in_specs(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map), spec<q_tile>(q_map), spec<q_tile>(q_map)),
+          in_specs(spec<kv_tile>(kv_map, buffered<kv_slots>), spec<kv_tile>(kv_map, buffered<kv_slots>),
+                   spec<q_tile>(q_map), spec<q_tile>(q_map)),
           out_specs(), ws, max_concurrent_steps<2>, context);
     };
-    auto loop = persistent_pipelines<attention_tile>(ws, ctx, tile_pipeline, k, v, q, d_o);
+    auto loop = persistent_pipelines<attention_tile, scratch_bytes>(ws, ctx, tile_pipeline, k, v, q, d_o);
+    unsigned char* scratch = ctx.allocate(scratch_bytes, "P and dS of each compute warpgroup");
+    p_smem = scratch_view{reinterpret_cast<T*>(scratch + 2 * ci * scratch_view::bytes), 0};
+    ds_smem = scratch_view{reinterpret_cast<T*>(scratch + (2 * ci + 1) * scratch_view::bytes), 0};
     loop.run(ctx.axis_index(0), tiles.tiles(), ctx.axis_size(0), [&](int j) { return tiles.at(j); });
   }
 
