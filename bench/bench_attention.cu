@@ -55,7 +55,9 @@ std::string run(const tp::device& dev, const config& c) {
     v.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 2));
     o.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
   }
-  const tp::attention_options opt{.causal = c.causal != 0};
+  // A split-KV workspace, so that decode rows split as the kernel chooses.
+  const tp::partials_buffer partials(dev, tp::attention_partial_slots(dev), tp::attention_partial_floats(c.d));
+  const tp::attention_options opt{.causal = c.causal != 0, .partials = partials.ref()};
   auto call = [&](int s) { tp::attention_forward<T, blocks>(dev, q[s], k[s], v[s], o[s], opt); };
   bench::batch_timer timer;
   for (int i = 0; i < 3; ++i) timer.per_call(call, 10 * i, 10, sets);

@@ -59,39 +59,54 @@ TEST(Sched, TileOrdersVisitEveryTileOnceInBands) {
 }
 
 // The attention tile order: every (batch, head, row block) once; without a mask row blocks
-// of a head side by side; with one, heaviest (highest row block) first, and round-robin
-// workers taking alternate waves in opposite directions, so that causal loads (row block m
-// costs m + 1) end within one tile's cost of each other.
+// of a head side by side; with one, units of equal cost (row blocks m and M - 1 - m of one
+// head, or the middle row blocks of two) that a worker runs in two consecutive waves, so
+// that causal loads (row block m costs m + 1) end within one unit (M + 1) of each other,
+// and the units of a wave come from as few heads as the workers need (their K and V share L2).
 TEST(Sched, AttentionTilesVisitEveryTileOnceAndBalanceCausalLoads) {
   for (int batches : {1, 3})
     for (int heads : {1, 5, 16})
-      for (int m_blocks : {1, 7, 16, 128})
+      for (int m_blocks : {1, 2, 7, 16, 128})
         for (int workers : {1, 4, 132})
-          for (bool heaviest_first : {false, true}) {
-            const tp::attention_tile_order order(batches, heads, m_blocks, heaviest_first, workers);
-            const int tiles = batches * heads * m_blocks;
+          for (bool paired : {false, true}) {
+            const tp::attention_tile_order order(batches, heads, m_blocks, paired, workers);
+            const int tiles = batches * heads * m_blocks, all_heads = batches * heads;
+            const std::string what = std::to_string(batches) + "x" + std::to_string(heads) + "x" +
+                                     std::to_string(m_blocks) + " on " + std::to_string(workers);
             ASSERT_EQ(order.tiles(), tiles);
             std::vector<int> seen(tiles, 0);
             std::vector<long long> load(workers, 0);
-            int previous_m = m_blocks;
             for (int j = 0; j < tiles; ++j) {
               const tp::attention_tile t = order.at(j);
               ASSERT_TRUE(t.batch >= 0 && t.batch < batches && t.head >= 0 && t.head < heads && t.m_block >= 0 &&
-                          t.m_block < m_blocks);
+                          t.m_block < m_blocks) << what;
               ++seen[(t.batch * heads + t.head) * m_blocks + t.m_block];
               load[j % workers] += t.m_block + 1;
-              const tp::attention_tile by_id = order.tile(j);
-              if (!heaviest_first) {
-                ASSERT_EQ(t.m_block, j % m_blocks) << "row blocks of one head side by side";
-              } else {
-                ASSERT_LE(by_id.m_block, previous_m) << "heaviest first";
-                previous_m = by_id.m_block;
-              }
+              if (!paired) ASSERT_EQ(t.m_block, j % m_blocks) << "row blocks of one head side by side: " << what;
             }
-            for (int c : seen) ASSERT_EQ(c, 1);
-            if (heaviest_first && tiles >= 2 * workers) {
-              const auto [lo, hi] = std::minmax_element(load.begin(), load.end());
-              EXPECT_LE(*hi - *lo, 2LL * m_blocks) << batches << "x" << heads << "x" << m_blocks << " on " << workers;
+            for (int c : seen) ASSERT_EQ(c, 1) << what;
+            if (!paired) continue;
+            const auto [lo, hi] = std::minmax_element(load.begin(), load.end());
+            EXPECT_LE(*hi - *lo, m_blocks + 1) << what;
+            // The whole pairs of waves: a worker's two tiles are one unit, and a wave's units
+            // come from consecutive heads.
+            const int units = m_blocks / 2 * all_heads + (m_blocks % 2 ? all_heads / 2 : 0);
+            const int pairs_of_waves = std::min(tiles / (2 * workers), units / workers);
+            for (int r = 0; r < pairs_of_waves; ++r) {
+              int first_head = 1 << 30, last_head = -1;
+              for (int w = 0; w < workers; ++w) {
+                const tp::attention_tile a = order.at(2 * r * workers + w), b = order.at((2 * r + 1) * workers + w);
+                const int ha = a.batch * heads + a.head, hb = b.batch * heads + b.head;
+                if (a.m_block == m_blocks / 2 && b.m_block == m_blocks / 2 && m_blocks % 2) {
+                  ASSERT_EQ(hb, ha + 1) << "middle row blocks of two heads (after all the others): " << what;
+                  continue;
+                }
+                ASSERT_TRUE(ha == hb && a.m_block + b.m_block == m_blocks - 1 && a.m_block > b.m_block)
+                    << "row blocks m and M - 1 - m of one head, the heavier first: " << what;
+                first_head = std::min(first_head, ha), last_head = std::max(last_head, ha);
+              }
+              if (last_head >= 0)
+                EXPECT_LE(last_head - first_head, workers / (m_blocks / 2) + 1) << what << ", waves " << 2 * r;
             }
           }
 }

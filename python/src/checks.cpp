@@ -21,6 +21,7 @@ const char* dtype_name(dtype t) {
     case dtype::f16: return "float16";
     case dtype::f32: return "float32";
     case dtype::i32: return "int32";
+    case dtype::u8: return "uint8";
     default: return "another type";
   }
 }
@@ -340,6 +341,21 @@ void check(matmul_args& a) {
   }
 }
 
+void check(quantize_args& a) {
+  const char* op = "tilepipe.quantize_fp8";
+  require_rank(op, a.x, 2, "[M, K]"), require_rank(op, a.q, 2, "[M, K]"), require_rank(op, a.scales, 2, "[M, groups]");
+  require_16bit(op, a.x), require_type(op, a.q, dtype::u8), require_type(op, a.scales, dtype::f32);
+  require_same_device(op, {&a.x, &a.q, &a.scales});
+  if (a.group != 0 && a.group != 128) fail("%s: group must be 128 (1 x 128 blocks) or None (one scale per row), got %d", op, a.group);
+  const std::int64_t M = a.x.shape[0], K = a.x.shape[1], groups = a.group == 0 ? 1 : (K + 127) / 128;
+  if (K % 16 != 0) fail("%s: x has K = %lld columns, not a multiple of 16 (the fp8 rows must be 16-byte multiples)", op, static_cast<long long>(K));
+  if (a.q.shape[0] != M || a.q.shape[1] != K) fail("%s: q must be %s like x, got %s", op, a.x.shape_text().c_str(), a.q.shape_text().c_str());
+  if (a.scales.shape[0] != M || a.scales.shape[1] != groups)
+    fail("%s: scales must be [%lld, %lld], got %s", op, static_cast<long long>(M), static_cast<long long>(groups), a.scales.shape_text().c_str());
+  for (const tensor_arg* t : {&a.x, &a.q}) require_int32_range(op, *t, t->shape[0] > t->shape[1] ? t->shape[0] : t->shape[1]);
+  require_tma_layout(op, a.x), require_tma_layout(op, a.q);
+}
+
 }  // namespace tilepipe::python
 
 namespace tilepipe::python {
@@ -348,5 +364,6 @@ namespace tilepipe::python {
 void run(const attention_args& a) { a.q.type == dtype::bf16 ? run_attention_bf16(a) : run_attention_f16(a); }
 void run(const grouped_mm_args& a) { a.a.type == dtype::bf16 ? run_grouped_mm_bf16(a) : run_grouped_mm_f16(a); }
 void run(const matmul_args& a) { a.a.type == dtype::bf16 ? run_matmul_bf16(a) : run_matmul_f16(a); }
+void run(const quantize_args& a) { a.x.type == dtype::bf16 ? run_quantize_bf16(a) : run_quantize_f16(a); }
 
 }  // namespace tilepipe::python

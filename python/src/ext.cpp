@@ -46,7 +46,7 @@ struct dlpack_exchange_api {
 struct torch_registry {
   PyObject* tensor_type = nullptr;
   const dlpack_exchange_api* exchange = nullptr;  // null: torch < 2.10, read attributes instead
-  PyObject *bf16 = nullptr, *f16 = nullptr, *f32 = nullptr, *i32 = nullptr;
+  PyObject *bf16 = nullptr, *f16 = nullptr, *f32 = nullptr, *i32 = nullptr, *u8 = nullptr;
   PyObject *s_data_ptr = nullptr, *s_shape = nullptr, *s_stride = nullptr, *s_dtype = nullptr, *s_get_device = nullptr;
 } torch_types;
 
@@ -95,6 +95,7 @@ bool import_torch_exchange(PyObject* o, tensor_arg& t) {
   else if (d.dtype.lanes == 1 && c == code::Float && d.dtype.bits == 16) t.type = dtype::f16, t.type_name = "torch.float16";
   else if (d.dtype.lanes == 1 && c == code::Float && d.dtype.bits == 32) t.type = dtype::f32, t.type_name = "torch.float32";
   else if (d.dtype.lanes == 1 && c == code::Int && d.dtype.bits == 32) t.type = dtype::i32, t.type_name = "torch.int32";
+  else if (d.dtype.lanes == 1 && c == code::UInt && d.dtype.bits == 8) t.type = dtype::u8, t.type_name = "torch.uint8";
   else return false;  // another dtype: the attribute path names it as PyTorch does
   t.on_gpu = d.device.device_type == nb::device::cuda::value;
   t.device = t.on_gpu ? d.device.device_id : 0;
@@ -118,6 +119,7 @@ void import_torch(PyObject* o, tensor_arg& t) {
   else if (dt.p == r.f16) t.type = dtype::f16, t.type_name = "torch.float16";
   else if (dt.p == r.f32) t.type = dtype::f32, t.type_name = "torch.float32";
   else if (dt.p == r.i32) t.type = dtype::i32, t.type_name = "torch.int32";
+  else if (dt.p == r.u8) t.type = dtype::u8, t.type_name = "torch.uint8";
   else {
     t.type = dtype::other;
     ref name(PyObject_Str(dt.p));
@@ -186,6 +188,7 @@ struct call_tensors {
     else if (dt.code == static_cast<std::uint8_t>(code::Float) && dt.bits == 16) t.type = dtype::f16;
     else if (dt.code == static_cast<std::uint8_t>(code::Float) && dt.bits == 32) t.type = dtype::f32;
     else if (dt.code == static_cast<std::uint8_t>(code::Int) && dt.bits == 32) t.type = dtype::i32;
+    else if (dt.code == static_cast<std::uint8_t>(code::UInt) && dt.bits == 8) t.type = dtype::u8;
     else t.type = dtype::other;
     const int dev = a.device_type();
     if (dev == nb::device::cuda::value) t.on_gpu = true, t.device = a.device_id();
@@ -217,7 +220,7 @@ void launch(Args& a, const tensor_arg& first) {
 }  // namespace
 
 NB_MODULE(_C, m) {
-  m.doc() = "tilepipe's kernels (attention, grouped matmul, matmul) on DLPack tensors and XLA buffers";
+  m.doc() = "tilepipe's kernels (attention, grouped matmul, matmul, fp8 quantisation) on DLPack tensors and XLA buffers";
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -238,10 +241,11 @@ NB_MODULE(_C, m) {
         "Reads GPU `ordinal`'s properties and makes its failure channel (call outside CUDA-graph capture).");
   m.def(
       "register_torch",
-      [](nb::handle tensor_type, nb::handle bf16, nb::handle f16, nb::handle f32, nb::handle i32) {
+      [](nb::handle tensor_type, nb::handle bf16, nb::handle f16, nb::handle f32, nb::handle i32, nb::handle u8) {
         auto& r = torch_types;
-        for (nb::handle h : {tensor_type, bf16, f16, f32, i32}) h.inc_ref();  // kept for the process
+        for (nb::handle h : {tensor_type, bf16, f16, f32, i32, u8}) h.inc_ref();  // kept for the process
         r.tensor_type = tensor_type.ptr(), r.bf16 = bf16.ptr(), r.f16 = f16.ptr(), r.f32 = f32.ptr(), r.i32 = i32.ptr();
+        r.u8 = u8.ptr();
         r.s_data_ptr = interned("data_ptr"), r.s_shape = interned("shape"), r.s_stride = interned("stride");
         r.s_dtype = interned("dtype"), r.s_get_device = interned("get_device");
         // DLPack's C exchange table, when this PyTorch has one of a version the extension knows.
@@ -287,6 +291,16 @@ NB_MODULE(_C, m) {
     if (launch_it) launch(a, a.a);
     else check(a);
   };
+  auto quantize_fp8 = [](bool launch_it, nb::handle x, nb::handle q, nb::handle scales, int group, std::uintptr_t stream,
+                         bool uint16_is_bf16) {
+    call_tensors take;
+    take.uint16_is_bf16 = uint16_is_bf16;
+    quantize_args a;
+    a.x = take(x, "x"), a.q = take(q, "q"), a.scales = take(scales, "scales");
+    a.group = group, a.stream = as_stream(stream);
+    if (launch_it) launch(a, a.x);
+    else check(a);
+  };
   auto matmul = [](bool launch_it, nb::handle a_, nb::handle b, nb::handle bias, nb::handle out, int act,
                    std::uintptr_t stream, bool uint16_is_bf16) {
     call_tensors take;
@@ -322,6 +336,11 @@ NB_MODULE(_C, m) {
                               std::uintptr_t stream, bool bf16) { matmul(launch_it, a, b, bias, out, act, stream, bf16); },
           nb::arg("a"), nb::arg("b"), nb::arg("bias").none(), nb::arg("out"), nb::arg("activation"), nb::arg("stream"),
           nb::arg("uint16_is_bf16"), "Writes activation(a @ b + bias) into out.");
+    m.def((std::string("quantize_fp8") + suffix).c_str(),
+          [quantize_fp8, launch_it](nb::handle x, nb::handle q, nb::handle scales, int group, std::uintptr_t stream,
+                                    bool bf16) { quantize_fp8(launch_it, x, q, scales, group, stream, bf16); },
+          nb::arg("x"), nb::arg("q"), nb::arg("scales"), nb::arg("group"), nb::arg("stream"), nb::arg("uint16_is_bf16"),
+          "Writes x quantised to e4m3 (q: its bits as uint8) and its f32 scales.");
   }
 
   // For bench/python_overhead.py: the C++ side of a call alone, timed on the host over

@@ -7,6 +7,7 @@
 #include <tilepipe/kernels/attention.cuh>
 #include <tilepipe/kernels/grouped_matmul.cuh>
 #include <tilepipe/kernels/matmul.cuh>
+#include <tilepipe/kernels/quantize.cuh>
 
 #include <mutex>
 
@@ -107,6 +108,15 @@ void TILEPIPE_PY_ENTRY(const matmul_args& a) {
   opt.stream = a.stream;
   on_device(a.a, [&](const device& dev) {
     matmul<T>(dev, view_of<T, 2>(a.a), b, row_major ? b_layout::row_major : b_layout::col_major, view_of<T, 2>(a.out), opt);
+  });
+}
+#elif TILEPIPE_PY_KERNEL == 4  // fp8 quantisation
+void TILEPIPE_PY_ENTRY(const quantize_args& a) {
+  quantize_options opt;
+  opt.group = a.group;
+  opt.stream = a.stream;
+  on_device(a.x, [&](const device& dev) {
+    quantize_fp8<T>(dev, view_of<T, 2>(a.x), view_of<fp8_e4m3, 2>(a.q), view_of<float, 2>(a.scales), opt);
   });
 }
 #elif TILEPIPE_PY_KERNEL == 0  // what the bindings ask of the build and the GPUs

@@ -14,7 +14,7 @@
 
 namespace tilepipe::python {
 
-enum class dtype { bf16, f16, f32, i32, other };
+enum class dtype { bf16, f16, f32, i32, u8, other };  // u8: also fp8 (e4m3) as its bits
 
 const char* dtype_name(dtype t);
 
@@ -74,6 +74,12 @@ struct matmul_args {
   void* stream = nullptr;
 };
 
+struct quantize_args {
+  tensor_arg x, q, scales;  // x [M, K] (bf16 / f16); q [M, K] e4m3 as uint8 bits; scales f32 [M, groups]
+  int group = 128;          // columns per scale: 128, or 0 for one scale per row
+  void* stream = nullptr;
+};
+
 /// Checks everything the host can know about the call (shapes, element types, strides,
 /// alignment, devices, group tables and offsets in host memory) and throws an
 /// argument_error naming the argument; afterwards the kernel's own checks cannot fail on
@@ -81,12 +87,14 @@ struct matmul_args {
 void check(attention_args& a);
 void check(grouped_mm_args& a);
 void check(matmul_args& a);
+void check(quantize_args& a);
 
 /// Launch on the tensors' device: the GPU (asynchronously, on `stream`) or the interpreter.
 /// The arguments must have passed check().
 void run(const attention_args& a);
 void run(const grouped_mm_args& a);
 void run(const matmul_args& a);
+void run(const quantize_args& a);
 
 /// Whether this build has the GPU kernels (nvcc was found) besides the interpreter.
 bool built_with_cuda();
@@ -101,5 +109,7 @@ void run_grouped_mm_bf16(const grouped_mm_args&);
 void run_grouped_mm_f16(const grouped_mm_args&);
 void run_matmul_bf16(const matmul_args&);
 void run_matmul_f16(const matmul_args&);
+void run_quantize_bf16(const quantize_args&);
+void run_quantize_f16(const quantize_args&);
 
 }  // namespace tilepipe::python

@@ -15,7 +15,7 @@ FlashAttention's names: tilepipe.flash_attn_interface.flash_attn_func / flash_at
 import importlib.util as _importlib_util
 
 from . import _C
-from ._api import attention, grouped_mm, matmul
+from ._api import attention, grouped_mm, matmul, quantize_fp8
 
 # With PyTorch installed its operators (torch.ops.tilepipe.*) are registered at import, as
 # FlashAttention's are: torch.compile, torch.library.opcheck and code that calls the
@@ -24,7 +24,7 @@ if _importlib_util.find_spec("torch") is not None:
     from . import _torch  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["attention", "grouped_mm", "matmul", "built_with_cuda"]
+__all__ = ["attention", "grouped_mm", "matmul", "quantize_fp8", "built_with_cuda"]
 
 
 def built_with_cuda() -> bool:

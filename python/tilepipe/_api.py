@@ -73,3 +73,17 @@ def matmul(a, b, bias=None, activation=None):
     multiples of 8.
     """
     return _frontend_of(a).matmul(a, b, bias, _args.activation_code(activation))
+
+
+def quantize_fp8(x, *, group=128):
+    """Activations to fp8 for an fp8 matmul: x [..., K] (bfloat16 or float16, K a multiple of 16)
+    -> (q, scales) with q float8_e4m3fn of x's shape and float32 scales, x ~= q * scale.
+
+    group=128: one scale per row and 128 columns (DeepSeek-V3's 1 x 128 blocks), scales
+    [..., ceil(K / 128)]; group=None: one scale per row (torch._scaled_mm's row-wise scale_a),
+    scales [..., 1]. scale = amax / 448 over the group; q rounds x / scale to nearest even,
+    saturating at +-448; a group of zeros gets scale 0.
+    """
+    if group is not None and group != 128:
+        raise ValueError(f"tilepipe.quantize_fp8: group is 128 (1 x 128 blocks) or None (one scale per row), got {group}")
+    return _frontend_of(x).quantize_fp8(x, 0 if group is None else 128)

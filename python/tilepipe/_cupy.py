@@ -41,3 +41,7 @@ def matmul(a, b, bias, activation):
     out = cupy.empty((a2.shape[0], b.shape[-1]), a.dtype)
     _C.matmul(a2, b, bias, out, activation, _stream(a), False)
     return out.reshape(lead + (out.shape[1],))
+
+
+def quantize_fp8(x, group):
+    raise NotImplementedError("tilepipe.quantize_fp8: CuPy has no float8 dtype; pass a torch.Tensor or a NumPy array")

@@ -74,3 +74,14 @@ def matmul(a, b, bias, activation):
     out = np.empty((a2.shape[0], b.shape[-1] if b.ndim == 2 else 0), a.dtype)
     _C.matmul(_pass(a2), _pass(b), _pass(bias), _pass(out), activation, 0, _is_bf16(a))
     return out.reshape(lead + (out.shape[1],))
+
+
+def quantize_fp8(x, group):
+    import ml_dtypes
+    if x.ndim < 2:
+        raise TypeError(f"tilepipe.quantize_fp8: x must have at least 2 dimensions ([..., K]), got shape {x.shape}")
+    x2 = x.reshape(-1, x.shape[-1])
+    q = np.empty(x2.shape, ml_dtypes.float8_e4m3fn)
+    scales = np.empty((x2.shape[0], 1 if group == 0 else (x2.shape[1] + 127) // 128), np.float32)
+    _C.quantize_fp8(_pass(x2), q.view(np.uint8), scales, group, 0, _is_bf16(x))
+    return q.reshape(x.shape), scales.reshape(x.shape[:-1] + (scales.shape[-1],))

@@ -1,4 +1,4 @@
-"""PyTorch: the tilepipe::attention / grouped_mm / matmul operators and the eager fast path.
+"""PyTorch: the tilepipe::attention / grouped_mm / matmul / quantize_fp8 operators and the eager fast path.
 
 The operators are registered with torch.library (CPU and CUDA kernels, fake kernels for
 torch.compile and export, an autograd formula that says there is no backward), so
@@ -15,7 +15,7 @@ import torch
 
 from . import _C, _args
 
-_C.register_torch(torch.Tensor, torch.bfloat16, torch.float16, torch.float32, torch.int32)
+_C.register_torch(torch.Tensor, torch.bfloat16, torch.float16, torch.float32, torch.int32, torch.uint8)
 
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
@@ -77,6 +77,14 @@ def _matmul_kernel(a, b, bias, activation):
     return out
 
 
+def _quantize_fp8_kernel(x, group):
+    q = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device)
+    groups = 1 if group == 0 else (x.shape[1] + 127) // 128
+    scales = torch.empty((x.shape[0], groups), dtype=torch.float32, device=x.device)
+    _C.quantize_fp8(x, q.view(torch.uint8), scales, group, _stream(x), False)
+    return q, scales
+
+
 # ---- the operators -------------------------------------------------------------------------
 
 _lib = torch.library.Library("tilepipe", "DEF")
@@ -84,6 +92,7 @@ _lib.define("attention(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tenso
             "float softmax_scale, int window_left, int window_right, bool return_lse) -> (Tensor, Tensor)")
 _lib.define("grouped_mm(Tensor a, Tensor b, Tensor table, bool masked) -> Tensor")
 _lib.define("matmul(Tensor a, Tensor b, Tensor? bias, int activation) -> Tensor")
+_lib.define("quantize_fp8(Tensor x, int group) -> (Tensor, Tensor)")
 
 
 def _attention_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
@@ -98,6 +107,7 @@ for _key in ("CPU", "CUDA"):
     _lib.impl("attention", _attention_op, _key)
     _lib.impl("grouped_mm", _grouped_mm_kernel, _key)
     _lib.impl("matmul", _matmul_kernel, _key)
+    _lib.impl("quantize_fp8", _quantize_fp8_kernel, _key)
 
 
 @torch.library.register_fake("tilepipe::attention")
@@ -117,6 +127,12 @@ def _matmul_fake(a, b, bias, activation):
     return a.new_empty((a.shape[0], b.shape[-1]))
 
 
+@torch.library.register_fake("tilepipe::quantize_fp8")
+def _quantize_fp8_fake(x, group):
+    groups = 1 if group == 0 else (x.shape[1] + 127) // 128
+    return x.new_empty(x.shape, dtype=torch.float8_e4m3fn), x.new_empty((x.shape[0], groups), dtype=torch.float32)
+
+
 def _no_backward(name):
     def backward(ctx, *grads):
         raise NotImplementedError(f"tilepipe.{name} has no backward pass: tilepipe's kernels are forward only "
@@ -124,7 +140,7 @@ def _no_backward(name):
     return backward
 
 
-for _name in ("attention", "grouped_mm", "matmul"):
+for _name in ("attention", "grouped_mm", "matmul", "quantize_fp8"):
     torch.library.register_autograd(f"tilepipe::{_name}", _no_backward(_name))
 
 _ops = torch.ops.tilepipe
@@ -180,3 +196,14 @@ def matmul(a, b, bias, activation):
     a2 = a if a.dim() == 2 else a.reshape(-1, a.shape[-1])
     out = _matmul_kernel(a2, b, bias, activation) if _direct(a2, b, bias) else _ops.matmul(a2, b, bias, activation)
     return out if a.dim() == 2 else out.reshape(*lead, out.shape[-1])
+
+
+def quantize_fp8(x, group):
+    if x.dim() < 2:
+        raise TypeError(f"tilepipe.quantize_fp8: x must have at least 2 dimensions ([..., K]), got shape {tuple(x.shape)}")
+    lead = x.shape[:-1]
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    q, scales = _quantize_fp8_kernel(x2, group) if _direct(x2) else _ops.quantize_fp8(x2, group)
+    if x.dim() == 2:
+        return q, scales
+    return q.reshape(x.shape), scales.reshape(*lead, scales.shape[-1])

@@ -114,3 +114,7 @@ class _Frontend:
     attention = staticmethod(_frontend_attention)
     grouped_mm = staticmethod(_frontend_grouped_mm)
     matmul = staticmethod(_frontend_matmul)
+
+    @staticmethod
+    def quantize_fp8(x, group):
+        raise NotImplementedError("tilepipe.quantize_fp8 has no JAX implementation yet; pass a torch.Tensor or a NumPy array")

@@ -97,6 +97,15 @@ TP_HD TP_FORCEINLINE void flag_release(unsigned* flag);
 /// the setter must be resident (a CTA of the same persistent grid); the interpreter runs the grid's next CTAs
 /// ahead while the flag is clear, and reports a deadlock when none is left.
 TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag);
+/// leader: counts one arrival on a global counter (an add with acquire-release at GPU scope)
+/// and returns whether it was the `total`-th, which also clears the counter for the next
+/// launch. Nobody waits: the last of several CTAs finishes their shared work (split-KV's
+/// combine), and sees every global write the others made before the warpgroup_sync that
+/// precedes their arrivals.
+TP_HD TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total);
+/// The 128 threads of the calling warpgroup: a warpgroup_sync that returns, to every thread,
+/// whether any of them passed true (bar.red.or): a leader's finding for the whole warpgroup.
+TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value);
 
 // ---- signals between devices -----------------------------------------------------------
 /// leader: adds `inc` to a semaphore word in global memory, this device's or a peer's (a

@@ -5,7 +5,7 @@
 //     tp::attention_forward_varlen(dev, q, k, v, o, cu_q, cu_k, max_sq);  // packed [total, H, D]
 //
 // One CTA per SM loops over tiles of 128 query rows of one head (sched/attention_tiles.cuh:
-// heaviest first under a causal or local mask). Each tile is one warp-specialised pipeline
+// under a causal or local mask, pairs of row blocks of equal cost, head after head). Each tile is one warp-specialised pipeline
 // over its KV blocks: the memory warpgroup loads Q once (a stationary input) and streams K
 // and V through two slots each; the two compute warpgroups own 64 query rows each. At step
 // s a compute warpgroup
@@ -26,6 +26,7 @@
 #include "../ops/turn_order.cuh"
 #include "../sched/attention_tiles.cuh"
 #include "../tilepipe.cuh"
+#include "attention_decode.cuh"
 
 #include <cmath>
 #include <type_traits>
@@ -43,6 +44,10 @@ struct attention_options {
   float* lse = nullptr;   // optional f32 log-sum-exp out: [B, Hq, Sq], or [Hq, total_q] for varlen
   void* stream = nullptr; // cudaStream_t (GPU)
   profiler* profile = nullptr;  // records the call's timeline (TILEPIPE_PROFILE builds; host/profiler.cuh)
+  // Decode (max Sq <= 16, kernels/attention_decode.cuh): KV splits per query tile, 0 to
+  // choose from the problem and the SMs; splits need the workspace (attention_partial_slots).
+  int num_splits = 0;
+  partials_ref partials{};
 };
 
 /// KV block rows per head dimension: the fastest measured that fit SMEM with Q, two K and two
@@ -286,6 +291,8 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   if (opt.window_left < -1 || opt.window_right < -1)
     detail::throw_formatted("attention: window sizes are -1 (unbounded) or >= 0, got %d and %d", opt.window_left,
                             opt.window_right);
+  if (opt.num_splits < 0)
+    detail::throw_formatted("attention: num_splits is 0 (chosen from the problem) or positive, got %d", opt.num_splits);
   // No keys at all (Sk = 0, or a varlen batch whose sequences all have none): every row's
   // output is 0 and its LSE -inf, which the kernel computes without reading K or V (no KV
   // block, no pipeline step), as for an empty sequence of a varlen batch. A tensor map
@@ -315,6 +322,9 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     return kern;
   };
   if (batches == 0 || max_sq == 0 || hq == 0) return;  // nothing to compute
+  if (max_sq <= attention_decode_max_seqlen_q)
+    return attention_decode(dev, q, keys, values, o, batches, max_sq, sq, sk, cu_q, cu_k,
+                            {scale, opt.window_left, right, opt.lse, opt.num_splits, opt.partials, opt.stream, opt.profile});
   if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, keys, values, o, opt);
   else if (d == 128 && masked) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128, true>>{}), q, keys, values, o, opt);
   else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, keys, values, o, opt);

@@ -8,6 +8,7 @@
 #include "smem_access.cuh"
 
 #include <cstdint>
+#include <type_traits>
 
 namespace tilepipe {
 
@@ -91,6 +92,45 @@ TP_HD TP_FORCEINLINE void store(const gmem_ref<float, 1, Tiles...>& dst, const r
   rv.for_each([&](float x, int r) {
     if (r < dst.shape[0]) dst.data[r * dst.stride[0]] = x;
   });
+}
+
+/// Writes rows r < rows of a fragment to global memory, row r to row_of(r) (a pointer to
+/// the row's first column; its N elements contiguous), converting to the pointee's type:
+/// epilogues whose rows form no strided view (attention's grouped-query rows interleave
+/// heads and sequence positions). Two neighbouring 16-bit elements go out in one 4-byte
+/// store where the row allows it.
+template <class T, int M, int N, class RowOf>
+TP_HD TP_FORCEINLINE void store_rows(const fragment<T, M, N>& f, int rows, RowOf&& row_of) {
+  using U = std::remove_pointer_t<decltype(row_of(0))>;
+  if constexpr (sizeof(U) == 2) {
+    struct alignas(4) pair {
+      U x, y;
+    };
+    prim::tile_registers<M, N>::for_each_pair(
+        [&](const T& x, const T& y, prim::tile_index e) {
+          if (e.row >= rows) return;
+          U* p = row_of(e.row) + e.col;
+          if (reinterpret_cast<std::uintptr_t>(p) % 4 == 0) {
+            *reinterpret_cast<pair*>(p) = {from_float<U>(to_float(x)), from_float<U>(to_float(y))};
+          } else {
+            p[0] = from_float<U>(to_float(x)), p[1] = from_float<U>(to_float(y));
+          }
+        },
+        f.v);
+  } else {
+    f.for_each([&](const T& x, int r, int c) {
+      if (r < rows) row_of(r)[c] = from_float<U>(to_float(x));
+    });
+  }
+}
+
+/// Reads rows r < rows of an M x N fragment of type T from global memory, row r from
+/// row_of(r) as store_rows writes them; rows past `rows` are 0.
+template <class T, int M, int N, class RowOf>
+TP_HD TP_FORCEINLINE fragment<T, M, N> load_rows(int rows, RowOf&& row_of) {
+  fragment<T, M, N> f;
+  f.for_each([&](T& x, int r, int c) { x = from_float<T>(r < rows ? to_float(row_of(r)[c]) : 0.0f); });
+  return f;
 }
 
 /// Reads an SMEM view into a fragment of type T.

@@ -1,5 +1,5 @@
 // Partial sums handed from one CTA to another through global memory (stream-K, split-K,
-// and from one device to the next in a reduce-scatter ring).
+// split-KV attention, and from one device to the next in a reduce-scatter ring).
 //
 // A warpgroup stores its f32 accumulator into a slot of a workspace and publishes it with
 // a flag; the warpgroup that finishes the tile waits for the flag and adds the slot into
@@ -101,6 +101,18 @@ TP_HD TP_FORCEINLINE void accumulate_partial(accumulator<M, N>& acc, const parti
   if (prim::leader()) prim::flag_acquire_reset(ws.flag(i));
   prim::warpgroup_sync();  // the leader's acquire precedes every thread's loads
   add_partial(acc, ws.slot(i));
+}
+
+/// Every thread of the warpgroup: counts this warpgroup's arrival on flag i, used as a
+/// counter of `total` arrivals, after its partial results were written to the workspace;
+/// returns, to every thread, whether it was the last. The last one clears the counter and
+/// may read every slot the others wrote before arriving (the last of a tile's split-KV CTAs
+/// combines them). Nobody waits, so any CTA order works.
+TP_HD TP_FORCEINLINE bool arrive_last(const partials_ref& ws, int i, int total) {
+  prim::warpgroup_sync();  // every thread's stores precede the leader's release
+  bool last = false;
+  if (prim::leader()) last = prim::counter_arrive_last(ws.flag(i), static_cast<unsigned>(total));
+  return prim::warpgroup_sync_any(last);  // the leader's acquire precedes every thread's loads
 }
 
 }  // namespace tilepipe

@@ -73,6 +73,15 @@ TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
   std::atomic_ref<unsigned>(*flag).store(0, std::memory_order_relaxed);
 }
 
+TP_HD TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total) {
+  std::atomic_ref<unsigned> c(*counter);
+  const bool last = c.fetch_add(1, std::memory_order_acq_rel) + 1 == total;
+  if (last) c.store(0, std::memory_order_relaxed);
+  return last;
+}
+// The warpgroup is one thread: its own value is the answer.
+TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value) { return value; }
+
 // ---- signals between devices -----------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) {

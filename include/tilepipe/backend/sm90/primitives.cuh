@@ -60,6 +60,13 @@ TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
 #endif
 }
 
+TP_HD TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total) {
+  return sm90::counter_arrive_last(counter, total);
+}
+TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value) {
+  return sm90::named_barrier_sync_or(warpgroup_barrier_base + warpgroup_index(), warpgroup_size, value);
+}
+
 // ---- signals between devices -----------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) { sm90::signal_add(sem, inc); }

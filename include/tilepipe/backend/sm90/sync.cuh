@@ -83,6 +83,25 @@ TP_DEVICE TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
   f.store(0u, cuda::std::memory_order_relaxed);
 }
 
+/// Adds one to a global counter (acquire-release at GPU scope); the `total`-th arrival
+/// clears it and returns true.
+TP_DEVICE TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total) {
+  gpu_flag c(*counter);
+  const bool last = c.fetch_add(1u, cuda::std::memory_order_acq_rel) + 1u == total;
+  if (last) c.store(0u, cuda::std::memory_order_relaxed);
+  return last;
+}
+
+/// bar.red.or on a named barrier: synchronises `threads` threads and ORs their predicates.
+TP_DEVICE TP_FORCEINLINE bool named_barrier_sync_or(int id, int threads, bool value) {
+  std::uint32_t any;
+  asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}"
+               : "=r"(any)
+               : "r"(static_cast<std::uint32_t>(value)), "r"(id), "r"(threads)
+               : "memory");
+  return any != 0;
+}
+
 /// Orders this thread's generic-proxy SMEM writes before later async-proxy (TMA) reads.
 TP_DEVICE TP_FORCEINLINE void fence_proxy_async_smem() { ptx::fence_proxy_async(ptx::space_shared); }
 

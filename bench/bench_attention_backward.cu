@@ -1,0 +1,110 @@
+// tilepipe's attention backward (kernels/attention_backward.cuh: delta, dQ and dK dV kernels)
+// on the configurations of a shapes file, timed as bench_attention times the forward: batches of
+// 10 calls between CUDA events, 3 warm-up batches, the median of 15, inputs rotated through
+// enough sets to exceed 200 MB. O and LSE come from one forward call per set, outside the
+// timing; the delta workspace is allocated once. FLOPs: 2.5 x the forward's (FlashAttention's
+// convention), 10 b hq sq sk d, halved when causal.
+//   bench_attention_backward --shapes bench/attention_shapes.txt --only 2    # d128 16k, non-causal and causal
+//   bench_attention_backward --shapes bench/attention_shapes.txt --json out.json
+#include <tilepipe/kernels/attention.cuh>
+#include <tilepipe/kernels/attention_backward.cuh>
+
+#include "bench_util.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace {
+
+struct config {
+  long long b, sq, sk, hq, hkv, d;
+  int causal;
+  std::string dtype;
+};
+
+std::vector<config> read_shapes(const char* path, int only) {
+  std::ifstream in(path);
+  if (!in) tp::detail::throw_formatted("bench_attention_backward: cannot read %s", path);
+  std::vector<config> out;
+  for (std::string line; std::getline(in, line) && (only <= 0 || static_cast<int>(out.size()) < only);) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream ls(line);
+    config c;
+    if (ls >> c.b >> c.sq >> c.sk >> c.hq >> c.hkv >> c.d >> c.causal >> c.dtype) out.push_back(c);
+  }
+  return out;
+}
+
+template <class T>
+std::string run(const tp::device& dev, const config& c) {
+  // Per set: q, o, d_o, dq (sq rows of hq heads) and k, v, dk, dv (sk rows of hkv heads).
+  const long long set_bytes = (4 * c.b * c.sq * c.hq + 4 * c.b * c.sk * c.hkv) * c.d * 2;
+  const int sets = static_cast<int>(std::min<long long>(8, std::max<long long>(1, (200LL << 20) / set_bytes + 1)));
+  std::vector<tp::tensor<T, 4>> q, k, v, o, d_o, dq, dk, dv;
+  std::vector<tp::tensor<float, 3>> lse;
+  tp::tensor<float, 1> workspace(dev, {c.b * c.hq * c.sq});
+  const tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data()};
+  for (int s = 0; s < sets; ++s) {
+    q.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 5 * s));
+    k.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 5 * s + 1));
+    v.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 5 * s + 2));
+    d_o.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 5 * s + 3));
+    o.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
+    dq.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
+    dk.push_back(tp::tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}));
+    dv.push_back(tp::tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}));
+    lse.push_back(tp::tensor<float, 3>(dev, {c.b, c.hq, c.sq}));
+    tp::attention_forward<T>(dev, q[s], k[s], v[s], o[s], {.causal = c.causal != 0, .lse = lse[s].data()});
+  }
+  auto call = [&](int s) {
+    tp::attention_backward<T>(dev, q[s], k[s], v[s], o[s], d_o[s], lse[s], dq[s], dk[s], dv[s], opt);
+  };
+  bench::batch_timer timer;
+  for (int i = 0; i < 3; ++i) timer.per_call(call, 10 * i, 10, sets);
+  std::vector<float> ms;
+  for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
+  const double med = bench::median(ms);
+  const double flops = 2.5 * 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
+  std::printf("tilepipe backward b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n",
+              c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str(), med, flops / (med * 1e-3) / 1e12);
+  std::fflush(stdout);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f", med, flops / (med * 1e-3) / 1e12);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char *shapes = "bench/attention_shapes.txt", *json = nullptr;
+  int only = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);
+  }
+  const auto dev = tp::device::open();
+  if (!dev.is_gpu()) {
+    std::printf("bench_attention_backward: no GPU\n");
+    return 1;
+  }
+  std::vector<std::string> rows;
+  for (const config& c : read_shapes(shapes, only)) {
+    std::string r;
+    try {
+      r = c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
+    } catch (const tp::error& e) {
+      std::printf("tilepipe backward %s: %s\n", c.dtype.c_str(), e.what());
+      r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+    }
+    char head[256];
+    std::snprintf(head, sizeof head,
+                  "{\"impl\": \"tilepipe_backward\", \"b\": %lld, \"sq\": %lld, \"sk\": %lld, \"hq\": %lld, "
+                  "\"hkv\": %lld, \"d\": %lld, \"causal\": %d, \"dtype\": \"%s\", ",
+                  c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str());
+    rows.push_back(head + r + "}");
+  }
+  if (json) bench::write_results(json, dev, rows);
+  return 0;
+}

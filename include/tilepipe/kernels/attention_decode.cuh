@@ -1,0 +1,394 @@
+// Attention for decode and short queries (Sq <= 16: a new token, or speculative decoding's
+// drafts) against a long KV cache; tp::attention_forward and attention_forward_varlen run
+// it when the query sequences are that short (kernels/attention.cuh). It computes what
+// the prefill kernel computes, O and the LSE, with the same masks, on another schedule:
+//
+// Grouped-query packing. The query heads that share a KV head, times the query rows, are
+// one tile's rows: packed row r is query position r / G of query head kv_head * G + r % G
+// (G = Hq / Hkv; FlashAttention-3's PackGQA order), 64 rows a tile, so a KV head's K and
+// V are read once for all its query heads. One compute warpgroup holds a tile (a decode
+// tile has few rows: two warpgroups would each hold mostly padding). The packed rows are
+// no box TMA can load (G is a run-time value), so the compute warpgroup gathers them into
+// SMEM with ordinary loads at the start of the tile, while the memory warpgroup already
+// streams the tile's first K and V blocks.
+//
+// Split-KV (FlashDecoding). When batch x KV heads x row tiles leaves SMs idle, each tile's
+// KV blocks are split into `splits` contiguous ranges, one work item each; the items are
+// dealt round robin to one CTA per SM (the splits of a tile side by side, so they finish
+// together). An item's pipeline streams its range's K and V blocks, the last first, as
+// the prefill kernel does (one step: S = Q K^T and the previous block's P V in flight
+// together, the online softmax under P V). With one split the epilogue stores O and LSE.
+// With more, each item writes its O (normalised) and LSE rows to a slot of a workspace and
+// counts itself on the tile's counter; the item that arrives last combines the tile's
+// slots, in split order (the result does not depend on which one is last):
+//     LSE = log sum_i exp(LSE_i),   O = sum_i exp(LSE_i - LSE) O_i
+// A split with no keys (more splits than blocks, a short sequence) has LSE_i = -inf and
+// O_i = 0 and adds nothing; a row without any key ends with O = 0 and LSE = -inf.
+//
+// K and V are addressed by one index map (kv_map: sequence, first key of the block, KV
+// head): a paged cache replaces it with a block-table lookup.
+#pragma once
+
+#include "../tilepipe.cuh"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+namespace tilepipe {
+
+/// The longest query sequences (max_seqlen_q) that tp::attention_forward runs on the decode kernel.
+inline constexpr int attention_decode_max_seqlen_q = 16;
+
+/// One work item of a decode launch: row tile m_block of the packed rows of (batch, KV
+/// head), over the KV blocks of one split.
+struct decode_item {
+  int batch, kv_head, m_block, split;
+};
+
+/// The items in the order the CTAs take them round robin: the row tiles of one split side
+/// by side (they read the same K and V blocks, from L2 after the first), then the splits of
+/// one (batch, KV head) (they finish together, so the last one's combine does not wait for
+/// a straggler of another wave), then the KV heads and batches. Divisions prepared on the host.
+class decode_items {
+ public:
+  decode_items() = default;
+  decode_items(int batches, int kv_heads, int m_blocks, int splits)
+      : items_(batches * kv_heads * m_blocks * splits), m_blocks_(m_blocks), splits_(splits), kv_heads_(kv_heads) {}
+
+  TP_HD int items() const { return items_; }
+  TP_HD int splits() const { return splits_.divisor(); }
+  TP_HD decode_item at(int j) const {
+    const int rest = m_blocks_.div(j), bh = splits_.div(rest), batch = kv_heads_.div(bh);
+    return {batch, bh - batch * kv_heads_.divisor(), j - rest * m_blocks_.divisor(), rest - bh * splits_.divisor()};
+  }
+  /// The tile an item belongs to (its counter in the workspace); its slot is tile * splits + split.
+  TP_HD int tile(const decode_item& it) const {
+    return (it.batch * kv_heads_.divisor() + it.kv_head) * m_blocks_.divisor() + it.m_block;
+  }
+
+ private:
+  int items_ = 0;
+  fast_divmod m_blocks_, splits_, kv_heads_;
+};
+
+/// KV block rows per head dim: the S accumulator (64 x BN floats), the P operand and O
+/// (64 x D floats) fit one warpgroup's registers.
+template <int D>
+inline constexpr int attention_decode_block = D == 256 ? 64 : 128;
+
+template <class T, int D, int BN = attention_decode_block<D>>
+struct attention_decode_kernel {
+  static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
+  static constexpr warp_specialization<1, 40> ws{};  // one compute warpgroup, the memory one last
+  static constexpr int num_threads = ws.num_threads;
+  static constexpr int BM = 64;  // packed query rows per tile
+  static constexpr int block_n = BN;
+  using kv_tile = tile<block<squeezed, element(BN), squeezed, D>, swizzle<128>>;
+  using q_view = smem<T, tile<block<BM, D>, swizzle<128>>>;
+  static constexpr std::uint32_t kv_block_bytes = BN * D * sizeof(T);
+  // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
+  // Q (each fetch in flight is latency hidden).
+  static constexpr int stages = static_cast<int>((smem_capacity - q_view::bytes - 2048) / (2 * kv_block_bytes));
+  static_assert(stages >= 2, "tilepipe: the decode kernel's K and V blocks leave fewer than two slots each");
+  /// A split's partial result in the workspace: its O rows (f32, normalised), then their
+  /// LSE (log2 units, the scale folded in).
+  static constexpr long long partial_floats = BM * (D + 1);
+
+  decode_items items;
+  int seqlen_q = 0, seqlen_k = 0;     // fixed-length batches
+  const int* cu_seqlens_q = nullptr;  // varlen: sequence b is rows
+  const int* cu_seqlens_k = nullptr;  //   [cu[b], cu[b + 1]) of the packed tensors
+  int max_seqlen_q = 0;               // varlen: the longest query sequence allowed
+  fast_divmod group;                  // query heads per KV head
+  float scale_log2 = 0.0f;            // scale * log2(e)
+  int window_left = -1, window_right = -1;
+  float* lse = nullptr;
+  long long lse_head_stride = 0, lse_batch_stride = 0;  // varlen: the batch's rows start at cu_seqlens_q[b]
+  partials_ref partials{};  // with splits > 1: a slot per item, a counter per tile
+
+  /// n limited to [0, cap].
+  TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
+
+  /// Where sequence b lives: its batch index in the 4-D tensors, first row and length.
+  struct sequence {
+    int batch, q0, sq, k0, sk;
+  };
+  /// The prefill kernel's policy for varlen offsets (attention_kernel::sequence_of): bad
+  /// offsets fail in the interpreter and TILEPIPE_DEBUG GPU builds and are clipped to the
+  /// tensors elsewhere.
+  TP_HD sequence sequence_of([[maybe_unused]] const kernel_context& ctx, int b, int total_q, int total_k) const {
+    if (!cu_seqlens_q) return {b, 0, seqlen_q, 0, seqlen_k};
+    const int q0 = cu_seqlens_q[b], q1 = cu_seqlens_q[b + 1], k0 = cu_seqlens_k[b], k1 = cu_seqlens_k[b + 1];
+    if constexpr (debug_checks) {
+      if (q0 < 0 || q1 < q0 || q1 > total_q)
+        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of q, which has %d (cu_seqlens_q must not "
+                   "decrease and must stay within q)", b, q0, q1, total_q);
+      if (k0 < 0 || k1 < k0 || k1 > total_k)
+        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of k and v, which have %d (cu_seqlens_k must "
+                   "not decrease and must stay within k)", b, k0, k1, total_k);
+      if (q1 - q0 > max_seqlen_q)
+        prim::fail(ctx.failure(), "attention: sequence %d has %d query rows, more than max_seqlen_q = %d", b, q1 - q0,
+                   max_seqlen_q);
+    }
+    const int qa = clamp_rows(q0, total_q), qb = qa + clamp_rows(q1 - qa, total_q - qa);
+    const int ka = clamp_rows(k0, total_k), kb = ka + clamp_rows(k1 - ka, total_k - ka);
+    return {0, qa, clamp_rows(qb - qa, max_seqlen_q), ka, kb - ka};
+  }
+
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 4> q, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v,
+                        gmem<T, 4> o) const {
+    // The compute warpgroup's state: O, P packed as the A operand of P V, the running row
+    // maxima and this thread's share of the row sums (finished once, in the epilogue).
+    accumulator<BM, D> acc_o;
+    operand_fragment<T, BM, BN> p;
+    row_vector<BM> m, l;
+    // V is read one step after it lands: the block of the previous step and its release.
+    pending_block<smem<T, kv_tile>> v_prev{};
+    consumed_token v_prev_done{};
+    q_view q_s;  // the tile's packed query rows
+    const int splits = items.splits(), heads_per_kv = group.divisor();
+
+    auto tile_pipeline = [&](decode_item it) {
+      const sequence seq = sequence_of(ctx, it.batch, static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]));
+      const int row0 = it.m_block * BM;  // the tile's first packed row
+      const int tile_rows = clamp_rows(seq.sq * heads_per_kv - row0, BM);
+      // Packed row r of the tile: query position r / G of head kv_head * G + r % G.
+      auto position = [=, this](int r) { return group.div(row0 + r); };
+      auto head = [=, this](int r) {
+        return it.kv_head * heads_per_kv + row0 + r - group.div(row0 + r) * heads_per_kv;
+      };
+      // The KV blocks any of the tile's rows sees (prefill's bounds, over query positions),
+      // and this item's share of them: blocks [first, top).
+      const int shift = seq.sk - seq.sq, pos_first = position(0);
+      const int pos_last = position(tile_rows > 0 ? tile_rows - 1 : 0);
+      const int key_end = window_right >= 0 ? min(seq.sk, pos_last + shift + window_right + 1) : seq.sk;
+      const int key_begin = window_left >= 0 ? max(0, pos_first + shift - window_left) : 0;
+      const int n_lo = key_begin / BN, n_hi = key_end > 0 ? (key_end + BN - 1) / BN : 0;
+      const long long visible = tile_rows > 0 && n_hi > n_lo ? n_hi - n_lo : 0;
+      const int first = n_lo + static_cast<int>(visible * it.split / splits);
+      const int top = n_lo + static_cast<int>(visible * (it.split + 1) / splits);
+      const int blocks = top - first;
+      // Blocks n >= mask_hi cross the sequence's end or the right window edge of one of the
+      // tile's rows, blocks n < mask_lo its left window edge: those run with the mask.
+      const int visible_end = window_right >= 0 ? min(seq.sk, pos_first + shift + window_right + 1) : seq.sk;
+      const int mask_hi = max(visible_end, 0) / BN;
+      const int left_edge = window_left >= 0 ? pos_last + shift - window_left : 0;
+      const int mask_lo = left_edge > 0 ? (left_edge + BN - 1) / BN : 0;
+
+      // Step s reads KV block top - 1 - s: S = Q K^T of it, and O += P V of the previous one.
+      auto body = [&, seq, top, shift, mask_hi, mask_lo, position](index<1> at, auto k_s, auto v_s, consumed_token k_done,
+                                                                    consumed_token v_done) {
+        const int s = at[0];
+        const int n = top - 1 - s, key0 = n * BN;
+        const bool masked = n >= mask_hi || n < mask_lo;
+        auto step = [&](auto first_step, auto with_mask) {
+          accumulator<BM, BN> acc_s;
+          wgmma(acc_s, q_s, transpose(k_s), false);
+          if constexpr (!first_step) wgmma(acc_o, p, v_prev.wait());
+          wgmma_wait<first_step ? 0 : 1>(acc_s);  // S is ready; P V still runs
+          k_done.arrive();  // K's slot refills under the softmax
+          profile_scope softmax_scope(ctx, "softmax");
+          if constexpr (with_mask) {
+            mask_columns(acc_s, [&](int r) {  // row r sees keys [pos - left, pos + right] of the sequence
+              const int row = position(r) + shift - key0;
+              const int hi = min(seq.sk - key0, BN);
+              return column_range{window_left >= 0 ? row - window_left : 0,
+                                  window_right >= 0 ? min(hi, row + window_right + 1) : hi};
+            }, -INFINITY);
+          }
+          // Online softmax in log2 units, the scale folded into one FMA per element; only a
+          // masked block can leave a row without keys (m = -inf, which exp2 must not see).
+          const row_vector<BM> m_new = max(m, row_max(acc_s) * scale_log2);
+          row_vector<BM> m_use = m_new;
+          if constexpr (with_mask) m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
+          const row_vector<BM> alpha = exp2(m - m_use);
+          const float sl2 = scale_log2;
+          auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
+          l = l * alpha + partial_row_sum(probs);
+          m = m_new;
+          if constexpr (!first_step) {
+            pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
+            wgmma_wait<0>(acc_o, p);
+            v_prev_done.arrive();
+            acc_o = acc_o * alpha;
+          }
+          p = to_operand<T>(probs);
+          v_prev = v_s, v_prev_done = v_done;
+        };
+        // The first step (no P V yet, and the mask), and the others with and without it.
+        if (s == 0) step(std::true_type{}, std::true_type{});
+        else if (masked) step(std::false_type{}, std::true_type{});
+        else step(std::false_type{}, std::false_type{});
+      };
+
+      auto context = compute_context([&, seq, it, row0, tile_rows, blocks, position, head](auto pipeline) {
+        // Row r of the tile in q and o: sequence position position(r), head head(r).
+        auto row_in = [&](const gmem<T, 4>& x, int r) {
+          return x.data + seq.batch * x.stride[0] + (seq.q0 + position(r)) * x.stride[1] + head(r) * x.stride[2];
+        };
+        // Gather the packed query rows (zero past the tile's rows), 64 columns at a time (a
+        // loop, not unrolled: the code stays small enough for the persistent loop to inline).
+#pragma unroll 1
+        for (int c0 = 0; c0 < D; c0 += 64)
+          store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
+        commit_smem();  // visible to the wgmmas
+        acc_o = zeros<float, BM, D>();
+        m = full<row_vector<BM>>(-INFINITY);
+        l = full<row_vector<BM>>(0.0f);
+        pipeline();
+        if (blocks > 0) {  // the last block's P V
+          wgmma(acc_o, p, v_prev.wait());
+          wgmma_wait<0>(acc_o, p);
+          v_prev_done.arrive();
+        }
+        if (tile_rows == 0) return;  // every split of such a tile skips the combine alike
+        l = finish_row_sum(l);
+        acc_o = acc_o * map(l, [](float x) { return x > 0.0f ? 1.0f / x : 0.0f; });
+        row_vector<BM> lse2 = zip(m, l, [](float mx, float sum) { return sum > 0.0f ? mx + log2f(sum) : -INFINITY; });
+        if (splits > 1) {
+          // Leave this split's rows in its slot; the tile's last split combines them all.
+          const int tile = items.tile(it);
+          auto slot = [&](int i) { return partials.slot(tile * splits + i); };
+          store_rows(acc_o, tile_rows, [&](int r) { return slot(it.split) + r * D; });
+          lse2.for_each([&](float x, int r) {
+            if (r < tile_rows) slot(it.split)[BM * D + r] = x;
+          });
+          if (!arrive_last(partials, tile, splits)) return;
+          auto lse_of = [&](int i) {
+            row_vector<BM> x;
+            x.for_each([&](float& e, int r) { e = r < tile_rows ? slot(i)[BM * D + r] : -INFINITY; });
+            return x;
+          };
+          row_vector<BM> top_lse = full<row_vector<BM>>(-INFINITY);
+          for (int i = 0; i < splits; ++i) top_lse = max(top_lse, lse_of(i));
+          const row_vector<BM> base = map(top_lse, [](float x) { return x == -INFINITY ? 0.0f : x; });
+          row_vector<BM> sum = full<row_vector<BM>>(0.0f);
+          for (int i = 0; i < splits; ++i) sum = sum + exp2(lse_of(i) - base);
+          lse2 = zip(base, sum, [](float b, float s) { return s > 0.0f ? b + log2f(s) : -INFINITY; });
+          // A row without keys weighs every split exp2(-inf) = 0.
+          const row_vector<BM> norm = map(lse2, [](float x) { return x == -INFINITY ? 0.0f : x; });
+#pragma unroll 1
+          for (int c0 = 0; c0 < D; c0 += 64) {  // 64 columns at a time: two 64 x 64 tiles in registers
+            accumulator<BM, 64> sum_o = zeros<float, BM, 64>();
+            for (int i = 0; i < splits; ++i) {
+              const auto o_i = load_rows<float, BM, 64>(tile_rows, [&](int r) { return slot(i) + r * D + c0; });
+              sum_o = sum_o + o_i * exp2(lse_of(i) - norm);
+            }
+            store_rows(sum_o, tile_rows, [&](int r) { return row_in(o, r) + c0; });
+          }
+        } else {
+          store_rows(acc_o, tile_rows, [&](int r) { return row_in(o, r); });
+        }
+        if (lse) {
+          const long long first_row = cu_seqlens_q ? seq.q0 : it.batch * lse_batch_stride;
+          lse2.for_each([&](float x, int r) {
+            if (r < tile_rows) lse[first_row + head(r) * lse_head_stride + position(r)] = x * 0.69314718f;
+          });
+        }
+      });
+      // K and V stream from the split's last block down (affine maps: a new block every step).
+      const int kv_head = it.kv_head, batch = seq.batch, k_top = seq.k0 + (top - 1) * BN;
+      auto kv_map = [=](auto s) { return idx(batch, k_top - s * BN, kv_head, 0); };
+      return emit_pipeline_warp_specialized(
+          body, grid(blocks), in_specs(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map, manual_ready)), out_specs(), ws,
+          max_concurrent_steps<stages>, manual_consumed_barriers, context);
+    };
+    auto loop = persistent_pipelines<decode_item, q_view::bytes>(ws, ctx, tile_pipeline, k, v);
+    q_s = q_view{reinterpret_cast<T*>(ctx.allocate(q_view::bytes, "decode query rows")), 0};
+    loop.run(ctx.axis_index(0), items.items(), ctx.axis_size(0), [&](int j) { return items.at(j); });
+  }
+};
+
+/// The split-KV workspace of tp::attention_forward's decode path (attention_options::partials):
+/// a tp::partials_buffer of attention_partial_slots(dev) slots of attention_partial_floats(d)
+/// floats covers every split count the kernel chooses itself; an explicit num_splits needs
+/// batches x KV heads x row tiles x num_splits slots (the row tiles: ceil(Sq Hq / Hkv / 64)).
+inline int attention_partial_slots(const device& dev) { return 4 * (dev.is_gpu() ? dev.multiprocessors() : 4); }
+inline long long attention_partial_floats(long long head_dim) { return 64 * (head_dim + 1); }
+
+/// What attention_forward hands the decode path besides the tensors (its options, resolved).
+struct attention_decode_options {
+  float scale;
+  int window_left, window_right;  // causal: window_right = 0
+  float* lse;
+  int num_splits;
+  partials_ref partials;
+  void* stream;
+  profiler* profile;
+};
+
+namespace attention_decode_detail {
+
+/// The split count when the caller leaves it to the kernel: FlashAttention's rule. None
+/// when the tiles alone keep 80% of the SMs busy; else the fewest splits whose waves of
+/// items fill the CTAs at least 85% as well as the best count does (the last wave of equal
+/// items is what idles SMs), at most one per KV block, 64, and what the workspace holds.
+inline int choose_splits(int tiles, int kv_blocks, int sms, int most) {
+  if (10 * tiles >= 8 * sms) return 1;
+  most = std::min({most, kv_blocks, 64});
+  auto efficiency = [&](int s) {
+    const double waves = static_cast<double>(tiles) * s / sms;
+    return waves / std::ceil(waves);
+  };
+  double best = 0.0;
+  for (int s = 1; s <= most; ++s) best = std::max(best, efficiency(s));
+  for (int s = 1; s <= most; ++s)
+    if (efficiency(s) >= 0.85 * best) return s;
+  return 1;
+}
+
+template <class T, int D>
+void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
+            const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
+            const attention_decode_options& opt) {
+  using kernel_t = attention_decode_kernel<T, D>;
+  const int hq = static_cast<int>(q.shape[2]), hkv = static_cast<int>(k.shape[2]), group = hq / hkv;
+  const int m_blocks = (max_sq * group + kernel_t::BM - 1) / kernel_t::BM;
+  const int tiles = batches * hkv * m_blocks;
+  const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
+  const bool has_workspace = !opt.partials.empty() && opt.partials.slot_floats >= kernel_t::partial_floats;
+  int splits = opt.num_splits;
+  if (splits == 0) {
+    // Keys per sequence: exact for fixed lengths, the mean for varlen (the offsets are on the device).
+    const long long keys = cu_k ? (k.shape[1] + batches - 1) / batches : sk;
+    const int kv_blocks = static_cast<int>((keys + kernel_t::block_n - 1) / kernel_t::block_n);
+    splits = has_workspace ? choose_splits(tiles, kv_blocks, sms, opt.partials.slots / tiles) : 1;
+  } else if (splits > 1 && (!has_workspace || opt.partials.slots / tiles < splits)) {
+    detail::throw_formatted("attention: num_splits = %d needs attention_options::partials, a workspace of at least %lld "
+                            "slots of %lld floats (tp::partials_buffer); it has %d of %lld",
+                            splits, static_cast<long long>(tiles) * splits, kernel_t::partial_floats, opt.partials.slots,
+                            opt.partials.slot_floats);
+  }
+  kernel_t kern;
+  kern.items = decode_items(batches, hkv, m_blocks, splits);
+  kern.seqlen_q = sq, kern.seqlen_k = sk, kern.cu_seqlens_q = cu_q, kern.cu_seqlens_k = cu_k;
+  kern.max_seqlen_q = max_sq;
+  kern.group = fast_divmod(group);
+  kern.scale_log2 = opt.scale * 1.4426950408889634f;
+  kern.window_left = opt.window_left, kern.window_right = opt.window_right;
+  kern.lse = opt.lse;
+  kern.lse_head_stride = cu_q ? q.shape[1] : sq;
+  kern.lse_batch_stride = static_cast<long long>(hq) * sq;
+  kern.partials = splits > 1 ? opt.partials : partials_ref{};
+  const int items = kern.items.items();
+  kernel(kern, {.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile})(dev, q, k, v, o);
+}
+
+}  // namespace attention_decode_detail
+
+/// The decode path of tp::attention_forward / attention_forward_varlen (which check the
+/// shapes first): q and o [B, Sq, Hq, D] (varlen: [1, total_q, Hq, D] with the offsets),
+/// max_sq <= attention_decode_max_seqlen_q.
+template <class T>
+void attention_decode(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
+                      const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk,
+                      const int* cu_q, const int* cu_k, const attention_decode_options& opt) {
+  using namespace attention_decode_detail;
+  const long long d = q.shape[3];
+  if (d == 64) launch<T, 64>(dev, q, k, v, o, batches, max_sq, sq, sk, cu_q, cu_k, opt);
+  else if (d == 128) launch<T, 128>(dev, q, k, v, o, batches, max_sq, sq, sk, cu_q, cu_k, opt);
+  else launch<T, 256>(dev, q, k, v, o, batches, max_sq, sq, sk, cu_q, cu_k, opt);
+}
+
+}  // namespace tilepipe
