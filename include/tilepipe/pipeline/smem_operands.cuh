@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../ops/copy.cuh"
+#include "gmem_operand.cuh"
 #include "slots.cuh"
 
 namespace tilepipe::pipeline_detail {
@@ -152,34 +153,6 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
     issue_block_store<tile>(*gmem, last, slot_ptr(reader.slot), {"output", operand, s, failure});
     profiler.mark(profile_kind::store, profile_phase::instant, operand, s);
   }
-};
-
-/// An operand left in global memory: the body gets the GMEM ref; nothing is copied.
-template <class Gmem>
-struct gmem_operand {
-  const Gmem* gmem;
-  static constexpr int slots = 0;
-  static constexpr int delay = 0;
-  static constexpr std::uint32_t allocation_bytes = 0;
-  TP_HD const Gmem& view() const { return *gmem; }
-  TP_HD const Gmem& body_view() const { return *gmem; }
-  TP_HD void allocate(kernel_context&, int) {}
-  TP_HD void init_barriers(int) const {}
-  TP_HD void inval_barriers() const {}
-  template <class I>
-  TP_HD void consume(const I&, long long) {}
-  template <class G>
-  TP_HD void produce(const G&) {}
-  TP_HD bool refills_after(long long, long long) const { return false; }
-  template <class G, class I>
-  TP_HD bool begin_run(const G&, const I&, long long, bool) {
-    return false;
-  }
-  template <class I>
-  TP_HD bool run_ends(const I&, bool) const {
-    return false;
-  }
-  TP_HD void store(long long) const {}
 };
 
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>

@@ -261,7 +261,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   };
   template <class G>
   struct input_for<gmem_spec_t, G> {
-    using type = ws_gmem_operand;
+    using type = gmem_operand<G>;
   };
   template <class Spec, class G>
   struct output_for {
@@ -269,7 +269,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   };
   template <class G>
   struct output_for<gmem_spec_t, G> {
-    using type = ws_gmem_operand;
+    using type = gmem_operand<G>;
   };
 
   template <class Refs, std::size_t... I, std::size_t... J>
@@ -305,7 +305,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     // and barrier phases carry over from the previous call, so in a chain each fetch waits
     // for the previous pipeline to release a slot, which it does in step order: input by
     // input, the last input's first block would wait for the previous pipeline's last step.
-    for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.fill_at = {}, op.fill_step = 0; });
+    for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.restart(); });
     for (long long t = 0; t < input_maxima<typename Alloc::in_tuple>::slots && t < steps; ++t)
       for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
         if (t < op.slots) op.produce(spec, g, grid_, t == 0);

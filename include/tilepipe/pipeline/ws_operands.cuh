@@ -5,6 +5,7 @@
 #pragma once
 
 #include "../ops/copy.cuh"
+#include "gmem_operand.cuh"
 #include "slots.cuh"
 
 namespace tilepipe::pipeline_detail {
@@ -131,6 +132,9 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   }
 
   // ---- memory warpgroup ----
+
+  /// A call of the pipeline starts its own sequence of blocks from its first step.
+  TP_HD void restart() { fill_at = {}, fill_step = 0; }
 
   /// Fetches the block of the next step in order, if it changed; waits until the slot it
   /// goes to was released by the compute warpgroups. With no_pipelining the memory
@@ -354,33 +358,6 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
     });
     pending = -1;
   }
-};
-
-/// An operand of a warp-specialised pipeline left in global memory (gmem_spec): no slots,
-/// no barriers, nothing for the memory warpgroup to do; the body gets the call's GMEM ref.
-struct ws_gmem_operand {
-  static constexpr int slots = 0;
-  static constexpr int delay = 0;
-  static constexpr std::uint32_t allocation_bytes = 0;
-  long long fill_step = 0;   // the memory side resets every input's cursor at a call's start
-  struct {
-  } fill_at;
-  template <class... A>
-  TP_HD void allocate(A&&...) {}
-  template <class... A>
-  TP_HD void produce(A&&...) {}
-  template <class... A>
-  TP_HD bool store_if_ended(A&&...) {
-    return false;
-  }
-  template <int>
-  TP_HD void free_stored(bool) {}
-  TP_HD void drain() {}
-  TP_HD void release_tail(long long) {}
-  template <class... A>
-  TP_HD void end(A&&...) {}
-  template <class... A>
-  TP_HD void release_after(A&&...) {}
 };
 
 }  // namespace tilepipe::pipeline_detail
