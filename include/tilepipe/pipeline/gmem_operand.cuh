@@ -51,7 +51,7 @@ struct gmem_operand {
     return false;
   }
   template <class... A>
-  TP_HD void end(A&&...) {}
+  TP_HD void end_run(A&&...) {}
   template <class... A>
   TP_HD void store(A&&...) const {}
   template <class... A>

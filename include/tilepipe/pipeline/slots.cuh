@@ -129,6 +129,45 @@ struct slot_cursor {
   }
 };
 
+/// One side's cursor with the block it holds, and the test both pipelines make at every
+/// step: is the step's block new (then the side moves to the next slot), and does the block
+/// end after it? Known at compile time where the spec tells: a streamed input's block is new
+/// at every step, a stationary input's only at a call's first step; otherwise the step's
+/// block index is compared with the last. Outputs always compare (the stationary shortcut
+/// changes their code: it waits for a GPU A/B).
+template <class BlockIndex, bool Streamed, bool Stationary>
+struct block_cursor : slot_cursor {
+  BlockIndex last{};  // the block of the current slot
+
+  /// If block b, of the side's next step, is new: makes it the last and moves to the next
+  /// slot in the ring of n. Returns whether it moved.
+  TP_HD bool advance_if_new(const BlockIndex& b, bool first_of_call, int n) {
+    if (!Streamed && !first_of_call && (Stationary || b == last)) return false;
+    last = b;
+    advance(n);
+    return true;
+  }
+  /// The same for the step at `at`, whose block `map` gives: computed only where compared.
+  template <class Map, int R>
+  TP_HD bool advance_if_new(const Map& map, const index<R>& at, bool first_of_call, int n) {
+    if constexpr (Streamed || Stationary) {
+      if (!Streamed && !first_of_call) return false;
+      advance(n);
+      return true;
+    } else {
+      return advance_if_new(apply_index_map(map, at), first_of_call, n);
+    }
+  }
+  /// Whether the current block's last step is the one before `next` (the call's last step
+  /// ends every block).
+  template <class Map, int R>
+  TP_HD bool block_ends(const Map& map, const index<R>& next, bool last_step) const {
+    if constexpr (Streamed) return true;
+    else if constexpr (Stationary) return last_step;
+    else return last_step || !(apply_index_map(map, next) == last);
+  }
+};
+
 /// The wait for an input's new block (both pipelines): made before the body, or with
 /// tp::manual_ready (Manual) kept, its parity and place, for the body's pending_block.
 template <bool Manual>
@@ -177,6 +216,8 @@ struct operand_traits {
   // block index with the previous step's.
   static constexpr bool streamed = IsInput && Spec::template streams<Grid::rank>();
   static constexpr bool stationary = !streamed && plan::invariant;
+  /// The cursor of each side of the operand.
+  using cursor = block_cursor<block_index, streamed, IsInput && stationary>;
 
   static_assert(Gmem::template has_tile<tile>,
                 "tilepipe: the gmem_ref passed for this spec has no tensor map for the spec's tile: list the tile "

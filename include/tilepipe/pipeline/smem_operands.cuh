@@ -13,7 +13,7 @@ template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool Is
 struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput> {
   using traits = operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput>;
   using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
-      typename traits::block_index;
+      typename traits::block_index, typename traits::cursor;
   using traits::slots, traits::slot_bytes;
   static_assert(Spec::multicast == 1, "tilepipe: multicast specs need emit_pipeline_warp_specialized");
   static_assert(Spec::waited_by < 0, "tilepipe: tp::waited_by is an option of emit_pipeline_warp_specialized's inputs: "
@@ -33,17 +33,15 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   std::uint64_t* bars = nullptr;
   prim::smem_barrier bars_at;  // the same barriers, for the per-step waits
 
-  // Consumer: the slot the current step reads (and its ready phases), the last block, and
-  // the wait for it.
-  slot_cursor reader;
-  block_index last{};
+  // Consumer: the slot the current step reads (its ready phases, its block), and the wait
+  // for it.
+  cursor reader;
   ready_wait<Spec::manual_ready> ready;
   // Producer (inputs): the next step to fetch for and its grid index, the slot of the last
-  // fetch (and, for no_pipelining, the phase each slot's fill completes), the last block.
+  // fetch (for no_pipelining, the phase each slot's fill completes) and its block.
   index<Grid::rank> fill_at{};
   long long fill_step = 0;
-  slot_cursor filler;
-  block_index fill_last{};
+  cursor filler;
 
   TP_HD unsigned char* slot_ptr(int s) const { return smem + s * slot_bytes; }
   TP_HD std::uint64_t* bar(int s) const { return bars + s; }
@@ -92,14 +90,8 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// All threads: before the body of step s at `at`, wait for its block if it is new
   /// (with tp::manual_ready the body waits).
   TP_HD void consume(const index<Grid::rank>& at, long long s) {
-    if constexpr (!traits::streamed) {
-      if (reader.slot >= 0 && traits::stationary) return;
-      const block_index b = block_at(at);
-      if (reader.slot >= 0 && b == last) return;
-      last = b;
-    }
-    reader.advance(slots);
-    ready.begin(reader, bars_at, operand, s, profiler);
+    if (reader.advance_if_new(spec->index_map, at, reader.slot < 0, slots))
+      ready.begin(reader, bars_at, operand, s, profiler);
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -107,9 +99,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// phase then returns immediately).
   TP_HD void produce(const Grid& grid) {
     const block_index b = block_at(fill_at);
-    if (traits::streamed || filler.slot < 0 || (!traits::stationary && !(b == fill_last))) {
-      fill_last = b;
-      filler.advance(slots);
+    if (filler.advance_if_new(b, filler.slot < 0, slots)) {
       const int f = filler.slot;
       // A tp::manual_ready block the body never waited for may still be landing in the slot.
       if constexpr (Spec::manual_ready)
@@ -133,9 +123,7 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// run in the next slot; the leader first waits until that slot's last store has read it.
   TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader) {
     const block_index b = block_at(at);
-    if (reader.slot >= 0 && b == last) return false;
-    last = b;
-    reader.advance(slots);
+    if (!reader.advance_if_new(b, reader.slot < 0, slots)) return false;
     if (leader) {
       check_output_run(failure, spec->index_map, grid, b, s, operand);
       profiler.wait(profile_kind::wait_output, operand, s, [&] { prim::bulk_wait_read<slots - 1>(); });
@@ -146,11 +134,13 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   }
 
   /// After the body: the run ends at the last step or when the next block differs.
-  TP_HD bool run_ends(const index<Grid::rank>& next, bool last_step) const { return last_step || !(block_at(next) == last); }
+  TP_HD bool run_ends(const index<Grid::rank>& next, bool last_step) const {
+    return reader.block_ends(spec->index_map, next, last_step);
+  }
 
   /// leader: stores the current slot to the current block (after step s).
   TP_HD void store(long long s) const {
-    issue_block_store<tile>(*gmem, last, slot_ptr(reader.slot), {"output", operand, s, failure});
+    issue_block_store<tile>(*gmem, reader.last, slot_ptr(reader.slot), {"output", operand, s, failure});
     profiler.mark(profile_kind::store, profile_phase::instant, operand, s);
   }
 };

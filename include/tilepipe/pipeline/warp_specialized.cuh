@@ -416,7 +416,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
     const std::uint64_t body_from = profiler.clock(profile_kind::body);
     C result = call_body(at, in_views, out_views, tokens, carry);
     profiler.span(profile_kind::body, body_from, -1, s);
-    (cuda::std::get<J>(a.outs).end(cuda::std::get<J>(outs_), next, last_step), ...);
+    (cuda::std::get<J>(a.outs).end_run(cuda::std::get<J>(outs_), next, last_step), ...);
     (cuda::std::get<I>(a.ins).release_after(cuda::std::get<I>(ins_), next, last_step, s), ...);
     return result;
   }
@@ -432,7 +432,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   template <std::size_t J, class Alloc, class G>
   TP_HD auto output_view(Alloc& a, const G& ref, const index<Grid::rank>& at, bool first) const {
     if constexpr (cuda::std::tuple_element_t<J, cuda::std::tuple<Outs...>>::in_smem)
-      return cuda::std::get<J>(a.outs).begin(cuda::std::get<J>(outs_), at, first);
+      return cuda::std::get<J>(a.outs).begin_run(cuda::std::get<J>(outs_), at, first);
     else return ref;
   }
   /// Input I's consumed token (a GMEM operand's releases nothing).

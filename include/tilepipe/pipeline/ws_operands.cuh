@@ -41,7 +41,7 @@ template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, int Num
 struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   using traits = operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true>;
   using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
-      typename traits::block_index;
+      typename traits::block_index, typename traits::cursor;
   using traits::slots, traits::slot_bytes;
   // With manual_consumed_barriers the body arrives itself, possibly `delay` steps late (it
   // keeps the token, e.g. while a wgmma still reads the block); the memory side paces its
@@ -66,19 +66,17 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   unsigned char* smem = nullptr;
   barrier_rings bars{};                   // full: the block landed; empty: the compute warps are done with it
   prim::smem_barrier full_at, empty_at;  // the same barriers, for the compute loop
-  // compute side: the slot the step reads, its last block, the wait for it, and the slots
+  // compute side: the slot the step reads and its block, the wait for it, and the slots
   // of the last delay + 1 steps, oldest first, with whether each step was its block's last (shifted
   // every step so that all indices are compile-time constants)
-  slot_cursor reader;
-  block_index last{};
+  cursor reader;
   ready_wait<Spec::manual_ready> ready;
   int recent_slots[delay + 1] = {};
   bool recent_ends[delay + 1] = {};
-  // memory side: the slot of the last fetch (and the phases of its empty barriers), its
-  // block, the next step to fetch for, and (for no_pipelining) the full barriers' phases
-  slot_cursor filler;
+  // memory side: the slot of the last fetch (the phases of its empty barriers, its block),
+  // (for no_pipelining) the full barriers' phases, and the next step to fetch for
+  cursor filler;
   slot_cursor landing;
-  block_index fill_last{};
   index<Grid::rank> fill_at{};
   long long fill_step = 0;
   int operand = 0;  // position among the pipeline's inputs, for reports
@@ -141,9 +139,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// warpgroup waits for the block to land before it goes on.
   TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, fill_at);
-    if (first_of_call || traits::streamed || (!traits::stationary && !(b == fill_last))) {
-      fill_last = b;
-      filler.advance(slots);
+    if (filler.advance_if_new(b, first_of_call, slots)) {
       const int f = filler.slot;
       if (filler.reused()) {
         profiler.wait(profile_kind::wait_consumed, operand, fill_step, [&] {
@@ -181,35 +177,14 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// Before the body of step s: waits for the block if it is new; with tp::manual_ready
   /// returns the view with the wait for the body to make.
   TP_HD auto consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
-    if (starts_block(spec, at, first_of_call)) {
-      reader.advance(slots);
+    if (reader.advance_if_new(spec.index_map, at, first_of_call, slots))
       ready.begin(reader, full_at, operand, s, profiler, waiter);
-    }
     return ready.body_view(view_type{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}, full_at, reader.slot);
   }
 
-  /// Whether step `at` reads a new block: every step of a streamed input, the first of a
-  /// call of a stationary one, and otherwise when its index differs from the last.
-  TP_HD bool starts_block(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
-    if constexpr (traits::streamed) return true;
-    else if constexpr (traits::stationary) return first_of_call;
-    else {
-      const block_index b = apply_index_map(spec.index_map, at);
-      if (!first_of_call && b == last) return false;
-      last = b;
-      return true;
-    }
-  }
-  /// Whether the current block's last step is the one before `next` (the call's last step
-  /// ends every block).
-  TP_HD bool ends_block(const Spec& spec, const index<Grid::rank>& next, bool last_step) const {
-    if constexpr (traits::streamed) return true;
-    else if constexpr (traits::stationary) return last_step;
-    else return last_step || !(apply_index_map(spec.index_map, next) == last);
-  }
   /// What the body gets with manual_consumed_barriers for the current block.
   TP_HD consumed_token token(const Spec& spec, const index<Grid::rank>& next, bool last_step) const {
-    return {empty_at + reader.slot, ends_block(spec, next, last_step)};
+    return {empty_at + reader.slot, reader.block_ends(spec.index_map, next, last_step)};
   }
 
   /// After the body of step s: records whether s was the block's last step, and releases
@@ -218,7 +193,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
 #pragma unroll
     for (int h = 0; h < delay; ++h) recent_slots[h] = recent_slots[h + 1], recent_ends[h] = recent_ends[h + 1];
     recent_slots[delay] = reader.slot;
-    recent_ends[delay] = ends_block(spec, next, last_step);
+    recent_ends[delay] = reader.block_ends(spec.index_map, next, last_step);
     if constexpr (!Manual)
       if (s >= delay && recent_ends[0]) release(recent_slots[0], s - delay);
   }
@@ -249,7 +224,7 @@ template <class Spec, class Gmem, class Grid, int MCS, int NumCompute>
 struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   using traits = operand_traits<Spec, Gmem, Grid, MCS, 0, false>;
   using typename traits::T, typename traits::tile, typename traits::layout, typename traits::view_type,
-      typename traits::block_index;
+      typename traits::block_index, typename traits::cursor;
   using traits::slots, traits::slot_bytes;
   static constexpr int arrivals = 4 * NumCompute;
   /// Shared memory it allocates: the slots and the two barrier rings (each allocation aligned).
@@ -257,13 +232,11 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
 
   unsigned char* smem = nullptr;
   barrier_rings bars{};  // full: the compute warps wrote the block; empty: its store has read it
-  // compute side: the slot the steps write, its block
-  slot_cursor writer;
-  block_index last{};
-  // memory side: the slot of the last store, its block, and the slot whose store is still
-  // reading it (-1: none)
-  slot_cursor storer;
-  block_index store_last{};
+  // compute side: the slot the steps write and its block
+  cursor writer;
+  // memory side: the slot of the last store and its block, and the slot whose store is
+  // still reading it (-1: none)
+  cursor storer;
   int pending = -1;
   int operand = 0;  // position among the pipeline's outputs, for reports
   failure_channel failure{};
@@ -286,11 +259,11 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
 
   // ---- compute warpgroups ----
 
-  TP_HD view_type begin(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
+  /// Before the body of step `at`: a step whose block differs from the last one starts a
+  /// new run in the next slot, after that slot's last store has read it.
+  TP_HD view_type begin_run(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, at);
-    if (first_of_call || !(b == last)) {
-      last = b;
-      writer.advance(slots);
+    if (writer.advance_if_new(b, first_of_call, slots)) {
       if (writer.reused()) {
         profiler.wait(profile_kind::wait_output, operand, -1, [&] {
           prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
@@ -301,8 +274,10 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
     return {reinterpret_cast<T*>(slot_ptr(writer.slot)), 0};
   }
 
-  TP_HD void end(const Spec& spec, const index<Grid::rank>& next, bool last_step) {
-    if (last_step || !(apply_index_map(spec.index_map, next) == last)) {
+  /// After the body: if the run ends (at the last step or when the next block differs), the
+  /// block is written.
+  TP_HD void end_run(const Spec& spec, const index<Grid::rank>& next, bool last_step) {
+    if (writer.block_ends(spec.index_map, next, last_step)) {
       prim::fence_proxy_async();  // the body's SMEM writes, before the TMA store reads them
       prim::mbarrier_arrive_per_warp(bars.full + writer.slot);
       profiler.mark(profile_kind::written, profile_phase::instant, operand);
@@ -316,12 +291,8 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const Grid& grid, const index<Grid::rank>& at,
                             const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, at);
-    if (first_of_call || !(b == store_last)) {
-      check_output_run(failure, spec.index_map, grid, b, s, operand);
-      store_last = b;
-      storer.advance(slots);
-    }
-    if (!(last_step || !(apply_index_map(spec.index_map, next) == b))) return false;
+    if (storer.advance_if_new(b, first_of_call, slots)) check_output_run(failure, spec.index_map, grid, b, s, operand);
+    if (!storer.block_ends(spec.index_map, next, last_step)) return false;
     profiler.wait(profile_kind::wait_written, operand, s, [&] {
       prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
     });
