@@ -75,6 +75,16 @@ TP_HD TP_FORCEINLINE void for_each(Tuple& t, F&& f) {
   }, t);
 }
 
+/// Calls f(operand, spec, ref, position) for every operand of one side of a pipeline (its
+/// inputs, or its outputs): the operands and specs are tuples of that side, `refs` holds
+/// the GMEM refs of the call (inputs, then outputs), the side's from First on.
+template <std::size_t First, class Ops, class Specs, class Refs, class F>
+TP_HD TP_FORCEINLINE void for_each_operand(Ops& ops, const Specs& specs, const Refs& refs, F&& f) {
+  [&]<std::size_t... I>(cuda::std::index_sequence<I...>) {
+    (f(cuda::std::get<I>(ops), cuda::std::get<I>(specs), cuda::std::get<First + I>(refs), static_cast<int>(I)), ...);
+  }(cuda::std::make_index_sequence<cuda::std::tuple_size_v<Ops>>{});
+}
+
 template <int MCS, int Delay, class Body, class Grid, class InSpecs, class OutSpecs>
 class pipeline;
 
@@ -113,6 +123,7 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
     const auto refs = cuda::std::tie(gmem...);
     auto ins = make_inputs(refs, cuda::std::index_sequence_for<Ins...>{});
     auto outs = make_outputs(refs, cuda::std::index_sequence_for<Outs...>{});
+    constexpr std::size_t n = sizeof...(Ins);  // where the outputs' refs start
     constexpr int max_delay = input_maxima<decltype(ins)>::delay;
 
     // Scoped allocation: the slots and barriers live while the pipeline runs.
@@ -135,21 +146,27 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
 
     // Prologue: the first `slots` steps of every input.
     if (leader)
-      for_each(ins, [&](auto& op, int) {
-        for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(grid_);
+      for_each_operand<0>(ins, ins_, refs, [&](auto& op, const auto& spec, const auto& g, int) {
+        for (long long t = 0; t < op.slots && t < steps; ++t) op.produce(spec, g, grid_, t == 0);
       });
 
     index<Grid::rank> at{};
     const long long outer_step = prim::annotate_step(-1);  // for the interpreter's reports
     for (long long s = 0; s < steps; ++s) {
       prim::annotate_step(s);
-      for_each(ins, [&](auto& op, int) { op.consume(at, s); });
+      const bool first = s == 0;
+      for_each_operand<0>(ins, ins_, refs, [&](auto& op, const auto& spec, const auto&, int) {
+        op.consume(spec, at, first, s);
+      });
       bool new_output = false;
-      for_each(outs, [&](auto& op, int) { new_output |= op.begin_run(grid_, at, s, leader); });
+      for_each_operand<n>(outs, outs_, refs, [&](auto& op, const auto& spec, const auto&, int) {
+        new_output |= op.begin_run(spec, at, first, grid_, s, leader);
+      });
       if (new_output) sync_all();  // nobody writes a slot before its old store has read it
 
       const std::uint64_t body_from = profiler.clock(profile_kind::body);
-      carry = call_body(at, ins, outs, carry);
+      carry = call_body(at, ins, outs, refs, carry, cuda::std::index_sequence_for<Ins...>{},
+                        cuda::std::index_sequence_for<Outs...>{});
       profiler.span(profile_kind::body, body_from, -1, s);
 
       const bool last_step = s + 1 == steps;
@@ -157,7 +174,9 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       if (!last_step) grid_.increment(next);
       bool store = false;
       bool ends[sizeof...(Outs) + 1] = {};
-      for_each(outs, [&](auto& op, int j) { store |= ends[j] = op.run_ends(next, last_step); });
+      for_each_operand<n>(outs, outs_, refs, [&](auto& op, const auto& spec, const auto&, int j) {
+        store |= ends[j] = op.run_ends(spec, next, last_step);
+      });
       bool refill = false;
       for_each(ins, [&](auto& op, int) { refill |= op.refills_after(s, steps); });
 
@@ -165,12 +184,12 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
       if (store || refill) sync_all();       // every thread is done with the body
       if (leader) {
         // Refills first: a load is awaited `slots` steps from now, a store by nobody soon.
-        for_each(ins, [&](auto& op, int) {
-          if (op.refills_after(s, steps)) op.produce(grid_);
+        for_each_operand<0>(ins, ins_, refs, [&](auto& op, const auto& spec, const auto& g, int) {
+          if (op.refills_after(s, steps)) op.produce(spec, g, grid_, false);
         });
         if (store) {
-          for_each(outs, [&](auto& op, int j) {
-            if (ends[j]) op.store(s);
+          for_each_operand<n>(outs, outs_, refs, [&](auto& op, const auto&, const auto& g, int j) {
+            if (ends[j]) op.store(g, s);
           });
           prim::bulk_commit();
           if (prim::no_pipelining()) prim::bulk_wait<0>();
@@ -196,36 +215,29 @@ class pipeline<MCS, Delay, Body, Grid, cuda::std::tuple<Ins...>, cuda::std::tupl
   }
 
   template <class Refs, std::size_t... I>
-  TP_HD auto make_inputs(const Refs& refs, cuda::std::index_sequence<I...>) const {
-    return cuda::std::make_tuple(
-        make_operand<Ins, std::remove_cvref_t<cuda::std::tuple_element_t<I, Refs>>, Grid, MCS, Delay, true>(
-            cuda::std::get<I>(ins_), cuda::std::get<I>(refs))...);
+  TP_HD auto make_inputs(const Refs&, cuda::std::index_sequence<I...>) const {
+    return cuda::std::tuple<operand_for<Ins, std::remove_cvref_t<cuda::std::tuple_element_t<I, Refs>>, Grid, MCS, Delay, true>...>{};
   }
 
   template <class Refs, std::size_t... J>
-  TP_HD auto make_outputs(const Refs& refs, cuda::std::index_sequence<J...>) const {
+  TP_HD auto make_outputs(const Refs&, cuda::std::index_sequence<J...>) const {
     constexpr std::size_t n = sizeof...(Ins);
-    return cuda::std::make_tuple(
-        make_operand<Outs, std::remove_cvref_t<cuda::std::tuple_element_t<n + J, Refs>>, Grid, MCS, Delay, false>(
-            cuda::std::get<J>(outs_), cuda::std::get<n + J>(refs))...);
+    return cuda::std::tuple<
+        operand_for<Outs, std::remove_cvref_t<cuda::std::tuple_element_t<n + J, Refs>>, Grid, MCS, Delay, false>...>{};
   }
 
-  template <class InOps, class OutOps, class C>
-  TP_HD C call_body(const index<Grid::rank>& at, InOps& ins, OutOps& outs, C carry) const {
-    return cuda::std::apply(
-        [&](auto&... in) {
-          return cuda::std::apply(
-              [&](auto&... out) -> C {
-                if constexpr (std::is_same_v<C, no_carry>) {
-                  body_(at, in.body_view()..., out.view()...);
-                  return carry;
-                } else {
-                  return body_(at, in.body_view()..., out.view()..., carry);
-                }
-              },
-              outs);
-        },
-        ins);
+  template <class InOps, class OutOps, class Refs, class C, std::size_t... I, std::size_t... J>
+  TP_HD C call_body(const index<Grid::rank>& at, InOps& ins, OutOps& outs, const Refs& refs, C carry,
+                    cuda::std::index_sequence<I...>, cuda::std::index_sequence<J...>) const {
+    constexpr std::size_t n = sizeof...(Ins);
+    if constexpr (std::is_same_v<C, no_carry>) {
+      body_(at, body_view(cuda::std::get<I>(ins), cuda::std::get<I>(refs))...,
+            body_view(cuda::std::get<J>(outs), cuda::std::get<n + J>(refs))...);
+      return carry;
+    } else {
+      return body_(at, body_view(cuda::std::get<I>(ins), cuda::std::get<I>(refs))...,
+                   body_view(cuda::std::get<J>(outs), cuda::std::get<n + J>(refs))..., carry);
+    }
   }
 
   Body body_;

@@ -1,5 +1,6 @@
 // An operand left in global memory (tp::gmem_spec), in either pipeline: no slots, no
-// barriers, nothing to fetch, store or release; the body gets the call's GMEM ref.
+// barriers, nothing to fetch, store or release; the pipeline hands its body the call's GMEM
+// ref (body_view).
 #pragma once
 
 #include "../backend/primitives.cuh"
@@ -8,20 +9,12 @@
 
 namespace tilepipe::pipeline_detail {
 
-template <class Gmem>
 struct gmem_operand {
-  // emit_pipeline's: the call's ref, bound when it makes its operands (the warp-specialised
-  // pipeline allocates its operands once for a chain and hands each call's ref to the body)
-  const Gmem* gmem = nullptr;
   static constexpr int slots = 0;
   static constexpr int delay = 0;
   static constexpr std::uint32_t allocation_bytes = 0;
 
-  /// What emit_pipeline's body gets: the call's GMEM ref.
-  TP_HD const Gmem& view() const { return *gmem; }
-  TP_HD const Gmem& body_view() const { return *gmem; }
-
-  // Every other step of both pipelines' operand protocols does nothing.
+  // Every step of the operand protocol does nothing.
   template <class... A>
   TP_HD void allocate(A&&...) {}
   template <class... A>
@@ -63,5 +56,16 @@ struct gmem_operand {
   template <class... A>
   TP_HD void drain(A&&...) {}
 };
+
+/// What the body gets for an operand whose GMEM ref is g: an SMEM operand's block (or, with
+/// tp::manual_ready, the block and its wait), or a GMEM operand's ref.
+template <class Op, class G>
+TP_HD auto body_view(const Op& op, const G&) {
+  return op.body_view();
+}
+template <class G>
+TP_HD const G& body_view(const gmem_operand&, const G& g) {
+  return g;
+}
 
 }  // namespace tilepipe::pipeline_detail

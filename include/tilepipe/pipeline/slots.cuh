@@ -1,7 +1,13 @@
 // What every pipelined operand of both pipelines shares (Pallas' BufferedRef): its slot
-// plan (slots, release delay), the cursor that walks its ring of slots (slot + phase), the
-// wait for a new block, the types and checks derived from its spec and GMEM ref, and the
-// check that an output's blocks come in runs.
+// plan (slots, release delay), the cursor that walks its ring of slots (slot + phase, and
+// the block in the slot: the one test of whether a step's block is new), the wait for a
+// new block, the types and checks derived from its spec and GMEM ref, and the check that
+// an output's blocks come in runs.
+//
+// The operand protocol, the same in both pipelines (docs/design.md): an operand is
+// allocated once and handed its spec and the call's GMEM ref at every call; inputs
+// produce(spec, ref, grid, first_of_call) and consume(spec, at, first_of_call, s), outputs
+// begin_run, run_ends / end_run and store.
 //
 // An operand moves to a new slot only when its block index changes between consecutive
 // steps (TPU semantics; at every step for streamed inputs), so a consumer cursor and a

@@ -24,8 +24,6 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// Shared memory it allocates: the slots, and the barriers of an input (each allocation aligned).
   static constexpr std::uint32_t allocation_bytes = smem_bytes + round_up(barrier_bytes, smem_alignment);
 
-  const Spec* spec;
-  const Gmem* gmem;
   int operand = 0;  // position among the pipeline's inputs or outputs, for reports
   failure_channel failure{};
   [[no_unique_address]] profile_recorder_ref profiler;  // the profiler's, of the warpgroup that allocated it
@@ -48,7 +46,6 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD view_type view() const { return {reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}; }
   /// What the body gets: the view, or (tp::manual_ready) the view and the wait for its block.
   TP_HD auto body_view() const { return ready.body_view(view(), bars_at, reader.slot); }
-  TP_HD block_index block_at(const index<Grid::rank>& at) const { return apply_index_map(spec->index_map, at); }
 
   /// Allocates the slots (and barriers) of operand `operand` (its position among the
   /// pipeline's inputs or outputs).
@@ -89,23 +86,23 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
 
   /// All threads: before the body of step s at `at`, wait for its block if it is new
   /// (with tp::manual_ready the body waits).
-  TP_HD void consume(const index<Grid::rank>& at, long long s) {
-    if (reader.advance_if_new(spec->index_map, at, reader.slot < 0, slots))
+  TP_HD void consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
+    if (reader.advance_if_new(spec.index_map, at, first_of_call, slots))
       ready.begin(reader, bars_at, operand, s, profiler);
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
   /// With no_pipelining the leader waits for it at once (the consumers' wait for the same
   /// phase then returns immediately).
-  TP_HD void produce(const Grid& grid) {
-    const block_index b = block_at(fill_at);
-    if (filler.advance_if_new(b, filler.slot < 0, slots)) {
+  TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
+    const block_index b = apply_index_map(spec.index_map, fill_at);
+    if (filler.advance_if_new(b, first_of_call, slots)) {
       const int f = filler.slot;
       // A tp::manual_ready block the body never waited for may still be landing in the slot.
       if constexpr (Spec::manual_ready)
         if (filler.reused()) prim::mbarrier_wait(bar(f), filler.last_phase(f));
       prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
-      issue_block_load<tile>(*gmem, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
+      issue_block_load<tile>(g, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
       profiler.mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
       const std::uint32_t phase = filler.take_phase();
       if (prim::no_pipelining()) prim::mbarrier_wait(bar(f), phase, {f, fill_step});
@@ -121,11 +118,12 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
 
   /// Before the body of step s: a step whose block differs from the last one starts a new
   /// run in the next slot; the leader first waits until that slot's last store has read it.
-  TP_HD bool begin_run(const Grid& grid, const index<Grid::rank>& at, long long s, bool leader) {
-    const block_index b = block_at(at);
-    if (!reader.advance_if_new(b, reader.slot < 0, slots)) return false;
+  TP_HD bool begin_run(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, const Grid& grid, long long s,
+                       bool leader) {
+    const block_index b = apply_index_map(spec.index_map, at);
+    if (!reader.advance_if_new(b, first_of_call, slots)) return false;
     if (leader) {
-      check_output_run(failure, spec->index_map, grid, b, s, operand);
+      check_output_run(failure, spec.index_map, grid, b, s, operand);
       profiler.wait(profile_kind::wait_output, operand, s, [&] { prim::bulk_wait_read<slots - 1>(); });
       prim::poison(slot_ptr(reader.slot), layout::bytes);
     }
@@ -134,21 +132,20 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   }
 
   /// After the body: the run ends at the last step or when the next block differs.
-  TP_HD bool run_ends(const index<Grid::rank>& next, bool last_step) const {
-    return reader.block_ends(spec->index_map, next, last_step);
+  TP_HD bool run_ends(const Spec& spec, const index<Grid::rank>& next, bool last_step) const {
+    return reader.block_ends(spec.index_map, next, last_step);
   }
 
   /// leader: stores the current slot to the current block (after step s).
-  TP_HD void store(long long s) const {
-    issue_block_store<tile>(*gmem, reader.last, slot_ptr(reader.slot), {"output", operand, s, failure});
+  TP_HD void store(const Gmem& g, long long s) const {
+    issue_block_store<tile>(g, reader.last, slot_ptr(reader.slot), {"output", operand, s, failure});
     profiler.mark(profile_kind::store, profile_phase::instant, operand, s);
   }
 };
 
+/// The operand of emit_pipeline that a spec makes: SMEM slots, or (gmem_spec) nothing.
 template <class Spec, class Gmem, class Grid, int MCS, int DefaultDelay, bool IsInput>
-TP_HD auto make_operand(const Spec& spec, const Gmem& gmem) {
-  if constexpr (Spec::in_smem) return smem_operand<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput>{{}, &spec, &gmem};
-  else return gmem_operand<Gmem>{&gmem};
-}
+using operand_for =
+    std::conditional_t<Spec::in_smem, smem_operand<Spec, Gmem, Grid, MCS, DefaultDelay, IsInput>, gmem_operand>;
 
 }  // namespace tilepipe::pipeline_detail

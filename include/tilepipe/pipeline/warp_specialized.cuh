@@ -261,7 +261,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   };
   template <class G>
   struct input_for<gmem_spec_t, G> {
-    using type = gmem_operand<G>;
+    using type = gmem_operand;
   };
   template <class Spec, class G>
   struct output_for {
@@ -269,7 +269,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   };
   template <class G>
   struct output_for<gmem_spec_t, G> {
-    using type = gmem_operand<G>;
+    using type = gmem_operand;
   };
 
   template <class Refs, std::size_t... I, std::size_t... J>
@@ -299,21 +299,22 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
 
   template <class Alloc, class Refs>
   TP_HD void memory_steps(Alloc& a, const Refs& refs, bool stop) const {
+    constexpr std::size_t n = sizeof...(Ins);  // where the outputs' refs start
     const long long steps = grid_.steps();
     // Prologue: the first `slots` steps of every input, step by step (every input's block of
     // step 0, then of step 1, ...). Each call starts its own sequence of blocks; slot rotation
     // and barrier phases carry over from the previous call, so in a chain each fetch waits
     // for the previous pipeline to release a slot, which it does in step order: input by
     // input, the last input's first block would wait for the previous pipeline's last step.
-    for_each_input(a, refs, [](auto& op, const auto&, const auto&) { op.restart(); });
+    for_each(a.ins, [](auto& op, int) { op.restart(); });
     for (long long t = 0; t < input_maxima<typename Alloc::in_tuple>::slots && t < steps; ++t)
-      for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
+      for_each_operand<0>(a.ins, ins_, refs, [&](auto& op, const auto& spec, const auto& g, int) {
         if (t < op.slots) op.produce(spec, g, grid_, t == 0);
       });
     index<Grid::rank> at{};
     for (long long s = 0; s < steps; ++s) {
       // Refill: step s + slots - delay into the slot the compute side frees after body(s).
-      for_each_input(a, refs, [&](auto& op, const auto& spec, const auto& g) {
+      for_each_operand<0>(a.ins, ins_, refs, [&](auto& op, const auto& spec, const auto& g, int) {
         if (s >= op.delay && s + op.slots - op.delay < steps) op.produce(spec, g, grid_, false);
       });
       // Stores of the output blocks whose run ends at s, one bulk group.
@@ -322,7 +323,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
       if (!last_step) grid_.increment(next);
       bool stored[sizeof...(Outs) + 1] = {};
       bool any = false;
-      for_each_output(a, refs, [&](auto& op, const auto& spec, const auto& g, int j) {
+      for_each_operand<n>(a.outs, outs_, refs, [&](auto& op, const auto& spec, const auto& g, int j) {
         any |= stored[j] = op.store_if_ended(spec, g, grid_, at, next, s, last_step, s == 0);
       });
       if (any) {
@@ -330,9 +331,7 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
           prim::bulk_commit();
           if (prim::no_pipelining()) prim::bulk_wait<0>();
         }
-        for_each_output(a, refs, [&](auto& op, const auto&, const auto&, int j) {
-          op.template free_stored<stores_in_flight>(stored[j]);
-        });
+        for_each(a.outs, [&](auto& op, int j) { op.template free_stored<stores_in_flight>(stored[j]); });
       }
       at = next;
     }
@@ -481,24 +480,6 @@ class ws_pipeline<NC, MemRegs, MemIdx, MCS, Delay, Manual, Ctx, Body, Grid, cuda
   }
   static constexpr int min_out_slots = detail::smallest({2, out_slots<Outs>()...});
   static constexpr int stores_in_flight = min_out_slots >= 2 ? 1 : 0;
-
-  template <class Alloc, class Refs, class F>
-  TP_HD void for_each_input(Alloc& a, const Refs& refs, F&& f) const {
-    for_each_input_impl(a, refs, f, cuda::std::index_sequence_for<Ins...>{});
-  }
-  template <class Alloc, class Refs, class F, std::size_t... I>
-  TP_HD void for_each_input_impl(Alloc& a, const Refs& refs, F& f, cuda::std::index_sequence<I...>) const {
-    (f(cuda::std::get<I>(a.ins), cuda::std::get<I>(ins_), cuda::std::get<I>(refs)), ...);
-  }
-  template <class Alloc, class Refs, class F>
-  TP_HD void for_each_output(Alloc& a, const Refs& refs, F&& f) const {
-    for_each_output_impl(a, refs, f, cuda::std::index_sequence_for<Outs...>{});
-  }
-  template <class Alloc, class Refs, class F, std::size_t... J>
-  TP_HD void for_each_output_impl(Alloc& a, const Refs& refs, F& f, cuda::std::index_sequence<J...>) const {
-    constexpr std::size_t n = sizeof...(Ins);
-    (f(cuda::std::get<J>(a.outs), cuda::std::get<J>(outs_), cuda::std::get<n + J>(refs), static_cast<int>(J)), ...);
-  }
 
   Body body_;
   Grid grid_;
