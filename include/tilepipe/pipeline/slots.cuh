@@ -135,34 +135,29 @@ struct slot_cursor {
   }
 };
 
-/// One side's cursor with the block it holds, and the test both pipelines make at every
-/// step: is the step's block new (then the side moves to the next slot), and does the block
-/// end after it? Known at compile time where the spec tells: a streamed input's block is new
-/// at every step, a stationary input's only at a call's first step; otherwise the step's
-/// block index is compared with the last. Outputs always compare (the stationary shortcut
-/// changes their code: it waits for a GPU A/B).
+/// One side's cursor with the block in its slot, and the test both pipelines make at every
+/// step: does the step start a new block (then the side moves to the next slot), and does
+/// the block end after it? Known at compile time where the spec tells: a streamed input's
+/// block is new at every step, a stationary input's only at a call's first step; otherwise
+/// the step's block index is compared with the last. Outputs always compare (the stationary
+/// shortcut changes their code: it waits for a GPU A/B).
 template <class BlockIndex, bool Streamed, bool Stationary>
 struct block_cursor : slot_cursor {
   BlockIndex last{};  // the block of the current slot
 
-  /// If block b, of the side's next step, is new: makes it the last and moves to the next
-  /// slot in the ring of n. Returns whether it moved.
-  TP_HD bool advance_if_new(const BlockIndex& b, bool first_of_call, int n) {
+  /// Whether block b, of the side's next step, starts a new block; if so it becomes the last
+  /// (the caller then advances to the next slot).
+  TP_HD bool starts_block(const BlockIndex& b, bool first_of_call) {
     if (!Streamed && !first_of_call && (Stationary || b == last)) return false;
     last = b;
-    advance(n);
     return true;
   }
   /// The same for the step at `at`, whose block `map` gives: computed only where compared.
   template <class Map, int R>
-  TP_HD bool advance_if_new(const Map& map, const index<R>& at, bool first_of_call, int n) {
-    if constexpr (Streamed || Stationary) {
-      if (!Streamed && !first_of_call) return false;
-      advance(n);
-      return true;
-    } else {
-      return advance_if_new(apply_index_map(map, at), first_of_call, n);
-    }
+  TP_HD bool starts_block(const Map& map, const index<R>& at, bool first_of_call) {
+    if constexpr (Streamed) return true;
+    else if constexpr (Stationary) return first_of_call;
+    else return starts_block(apply_index_map(map, at), first_of_call);
   }
   /// Whether the current block's last step is the one before `next` (the call's last step
   /// ends every block).

@@ -87,8 +87,10 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// All threads: before the body of step s at `at`, wait for its block if it is new
   /// (with tp::manual_ready the body waits).
   TP_HD void consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
-    if (reader.advance_if_new(spec.index_map, at, first_of_call, slots))
+    if (reader.starts_block(spec.index_map, at, first_of_call)) {
+      reader.advance(slots);
       ready.begin(reader, bars_at, operand, s, profiler);
+    }
   }
 
   /// leader: the fetch for the next step in order (fetches only a block that changed).
@@ -96,7 +98,8 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   /// phase then returns immediately).
   TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, fill_at);
-    if (filler.advance_if_new(b, first_of_call, slots)) {
+    if (filler.starts_block(b, first_of_call)) {
+      filler.advance(slots);
       const int f = filler.slot;
       // A tp::manual_ready block the body never waited for may still be landing in the slot.
       if constexpr (Spec::manual_ready)
@@ -121,7 +124,8 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
   TP_HD bool begin_run(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, const Grid& grid, long long s,
                        bool leader) {
     const block_index b = apply_index_map(spec.index_map, at);
-    if (!reader.advance_if_new(b, first_of_call, slots)) return false;
+    if (!reader.starts_block(b, first_of_call)) return false;
+    reader.advance(slots);
     if (leader) {
       check_output_run(failure, spec.index_map, grid, b, s, operand);
       profiler.wait(profile_kind::wait_output, operand, s, [&] { prim::bulk_wait_read<slots - 1>(); });

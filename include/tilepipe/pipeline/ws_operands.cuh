@@ -139,7 +139,8 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// warpgroup waits for the block to land before it goes on.
   TP_HD void produce(const Spec& spec, const Gmem& g, const Grid& grid, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, fill_at);
-    if (filler.advance_if_new(b, first_of_call, slots)) {
+    if (filler.starts_block(b, first_of_call)) {
+      filler.advance(slots);
       const int f = filler.slot;
       if (filler.reused()) {
         profiler.wait(profile_kind::wait_consumed, operand, fill_step, [&] {
@@ -177,8 +178,10 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
   /// Before the body of step s: waits for the block if it is new; with tp::manual_ready
   /// returns the view with the wait for the body to make.
   TP_HD auto consume(const Spec& spec, const index<Grid::rank>& at, bool first_of_call, long long s) {
-    if (reader.advance_if_new(spec.index_map, at, first_of_call, slots))
+    if (reader.starts_block(spec.index_map, at, first_of_call)) {
+      reader.advance(slots);
       ready.begin(reader, full_at, operand, s, profiler, waiter);
+    }
     return ready.body_view(view_type{reinterpret_cast<T*>(slot_ptr(reader.slot)), 0}, full_at, reader.slot);
   }
 
@@ -263,7 +266,8 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   /// new run in the next slot, after that slot's last store has read it.
   TP_HD view_type begin_run(const Spec& spec, const index<Grid::rank>& at, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, at);
-    if (writer.advance_if_new(b, first_of_call, slots)) {
+    if (writer.starts_block(b, first_of_call)) {
+      writer.advance(slots);
       if (writer.reused()) {
         profiler.wait(profile_kind::wait_output, operand, -1, [&] {
           prim::mbarrier_wait(bars.empty + writer.slot, writer.take_phase());
@@ -291,7 +295,10 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
   TP_HD bool store_if_ended(const Spec& spec, const Gmem& g, const Grid& grid, const index<Grid::rank>& at,
                             const index<Grid::rank>& next, long long s, bool last_step, bool first_of_call) {
     const block_index b = apply_index_map(spec.index_map, at);
-    if (storer.advance_if_new(b, first_of_call, slots)) check_output_run(failure, spec.index_map, grid, b, s, operand);
+    if (storer.starts_block(b, first_of_call)) {
+      check_output_run(failure, spec.index_map, grid, b, s, operand);
+      storer.advance(slots);
+    }
     if (!storer.block_ends(spec.index_map, next, last_step)) return false;
     profiler.wait(profile_kind::wait_written, operand, s, [&] {
       prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
