@@ -160,12 +160,17 @@ struct block_cursor : slot_cursor {
     else return starts_block(apply_index_map(map, at), first_of_call);
   }
   /// Whether the current block's last step is the one before `next` (the call's last step
-  /// ends every block).
+  /// ends every block). A caller that has just computed the current block passes it as
+  /// `current`: nvcc cannot tell that `last` equals it, and compares the copy otherwise.
   template <class Map, int R>
   TP_HD bool block_ends(const Map& map, const index<R>& next, bool last_step) const {
+    return block_ends(map, next, last_step, last);
+  }
+  template <class Map, int R>
+  TP_HD static bool block_ends(const Map& map, const index<R>& next, bool last_step, const BlockIndex& current) {
     if constexpr (Streamed) return true;
     else if constexpr (Stationary) return last_step;
-    else return last_step || !(apply_index_map(map, next) == last);
+    else return last_step || !(apply_index_map(map, next) == current);
   }
 };
 

@@ -299,7 +299,7 @@ struct ws_output : operand_traits<Spec, Gmem, Grid, MCS, 0, false> {
       check_output_run(failure, spec.index_map, grid, b, s, operand);
       storer.advance(slots);
     }
-    if (!storer.block_ends(spec.index_map, next, last_step)) return false;
+    if (!storer.block_ends(spec.index_map, next, last_step, b)) return false;
     profiler.wait(profile_kind::wait_written, operand, s, [&] {
       prim::mbarrier_wait(bars.full + storer.slot, storer.take_phase());
     });
