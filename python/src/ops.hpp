@@ -50,6 +50,7 @@ struct unsupported_error : std::logic_error {
 };
 
 struct attention_args {
+  const char* op = "tilepipe.attention";  // the caller's name, for messages
   tensor_arg q, k, v, out, lse;          // [B, S, H, D] or varlen [total, H, D]; lse optional
   tensor_arg cu_seqlens_q, cu_seqlens_k;  // varlen: int32 [batch + 1], or absent
   int max_seqlen_q = -1;                  // varlen: bound on the query lengths (-1: none given)
@@ -57,6 +58,15 @@ struct attention_args {
   bool causal = false;
   int window_left = -1, window_right = -1;
   void* stream = nullptr;                 // cudaStream_t for GPU tensors
+};
+
+/// The gradients of attention: the forward's arguments (out its output, lse its LSE, both
+/// required), d_out the gradient of out, and dq, dk, dv shaped as q, k, v. workspace: f32 with
+/// lse's element count (rowsum(d_out * out) per query row), contiguous.
+struct attention_backward_args {
+  attention_args forward;  // q, k, v, out, lse, the offsets, max_seqlen_q, scale, mask, stream
+  tensor_arg d_out, dq, dk, dv, workspace;
+  int max_seqlen_k = -1;  // varlen: bound on the key lengths (-1: found from host offsets)
 };
 
 struct grouped_mm_args {
@@ -85,6 +95,7 @@ struct quantize_args {
 /// argument_error naming the argument; afterwards the kernel's own checks cannot fail on
 /// the arguments.
 void check(attention_args& a);
+void check(attention_backward_args& a);
 void check(grouped_mm_args& a);
 void check(matmul_args& a);
 void check(quantize_args& a);
@@ -92,6 +103,7 @@ void check(quantize_args& a);
 /// Launch on the tensors' device: the GPU (asynchronously, on `stream`) or the interpreter.
 /// The arguments must have passed check().
 void run(const attention_args& a);
+void run(const attention_backward_args& a);
 void run(const grouped_mm_args& a);
 void run(const matmul_args& a);
 void run(const quantize_args& a);
@@ -105,6 +117,8 @@ void prepare_gpu(int ordinal);
 // One launcher per kernel family and element type (kernels.cu, one translation unit each).
 void run_attention_bf16(const attention_args&);
 void run_attention_f16(const attention_args&);
+void run_attention_backward_bf16(const attention_backward_args&);
+void run_attention_backward_f16(const attention_backward_args&);
 void run_grouped_mm_bf16(const grouped_mm_args&);
 void run_grouped_mm_f16(const grouped_mm_args&);
 void run_matmul_bf16(const matmul_args&);

@@ -36,7 +36,8 @@ def _require_ndarray(x, name):
         raise TypeError(f"{name} must be a numpy.ndarray like the other arguments, got {type(x).__name__}")
 
 
-def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, return_lse):
+def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              return_lse):
     for x, n in ((k, "k"), (v, "v")):
         _require_ndarray(x, n)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
@@ -48,6 +49,21 @@ def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seql
                  _int32(cu_seqlens_k, "cu_seqlens_k"), -1 if max_seqlen_q is None else int(max_seqlen_q), scale,
                  False, left, right, 0, _is_bf16(q))
     return (out, lse) if return_lse else out
+
+
+def attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                       max_seqlen_q, max_seqlen_k):
+    for x, n in ((d_out, "d_out"), (k, "k"), (v, "v"), (out, "out"), (lse, "lse")):
+        _require_ndarray(x, n)
+    left, right = _args.window(causal, window_size)
+    scale = _args.softmax_scale(q.shape[-1], softmax_scale)
+    dq, dk, dv = np.empty(q.shape, q.dtype), np.empty(k.shape, k.dtype), np.empty(v.shape, v.dtype)
+    workspace = np.empty(lse.shape, np.float32)
+    _C.attention_backward(_pass(q), _pass(k), _pass(v), _pass(out), _pass(d_out), lse, _pass(dq), _pass(dk), _pass(dv),
+                          workspace, _int32(cu_seqlens_q, "cu_seqlens_q"), _int32(cu_seqlens_k, "cu_seqlens_k"),
+                          -1 if max_seqlen_q is None else int(max_seqlen_q),
+                          -1 if max_seqlen_k is None else int(max_seqlen_k), scale, False, left, right, 0, _is_bf16(q))
+    return dq, dk, dv
 
 
 def grouped_mm(a, b, offs, masked_m, out_dtype):

@@ -8,7 +8,8 @@ Arguments tilepipe does not support raise NotImplementedError naming them when t
 at their defaults: qv, q_descale / k_descale / v_descale (fp8), attention_chunk, softcap,
 seqused_q / seqused_k. Scheduling hints that do not change the result are accepted and
 ignored: num_splits, pack_gqa, deterministic (tilepipe's forward is deterministic), sm_margin.
-There is no backward pass."""
+The backward runs through PyTorch autograd (tilepipe.attention_backward; head dims 64 and 128)
+and is deterministic, as FlashAttention 3 with deterministic=True."""
 from ._api import attention
 
 
