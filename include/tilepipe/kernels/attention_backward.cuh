@@ -356,10 +356,10 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           // P and dS in 16 bits: their transposed views are dV's and dK's A operands.
           commit_smem();
           if constexpr (split_dq) ctx.team_sync();  // the other warpgroup's dS is in SMEM too
-          wgmma(acc_dv, transpose(p_s), do_s);
-          wgmma(acc_dk, transpose(ds_s), q_s);
           if constexpr (FusedDq) {
-            // dQ's share of this step (dS is stored times the scale: no factor left to apply).
+            // dQ's share of this step first (dS is stored times the scale: no factor left to
+            // apply): its reductions then run under dV's and dK's products, and its
+            // accumulator is free again before they complete.
             accumulator<BM, dq_cols> acc_dq;
             if constexpr (split_dq) {
               const int c0 = ci * dq_cols;
@@ -368,11 +368,16 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
             } else {
               wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
             }
-            wgmma_wait<0>(acc_dv, acc_dk, acc_dq);
+            wgmma(acc_dv, transpose(p_s), do_s);
+            wgmma(acc_dk, transpose(ds_s), q_s);
+            wgmma_wait<2>(acc_dq);
             step_parity ^= 1;
             float* first = dq_accum.row(seq, head, i0) + (split_dq ? ci * dq_cols : 0);
             reduce_add_rows(acc_dq, min(rows_left, BM), [&](int r) { return first + r * dq_accum.row_stride; });
+            wgmma_wait<0>(acc_dv, acc_dk);
           } else {
+            wgmma(acc_dv, transpose(p_s), do_s);
+            wgmma(acc_dk, transpose(ds_s), q_s);
             wgmma_wait<0>(acc_dv, acc_dk);
           }
         };
