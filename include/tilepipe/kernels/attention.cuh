@@ -48,6 +48,17 @@ struct attention_options {
   // choose from the problem and the SMs; splits need the workspace (attention_partial_slots).
   int num_splits = 0;
   partials_ref partials{};
+  // A KV cache (FlashAttention-3's seqused_k and page_table; decode only so far, max Sq <= 16,
+  // with attention_forward's [B, Sq, Hq, D] queries). seqused_k: [B] ints on the device,
+  // sequence b attends to its first seqused_k[b] keys. page_table: [B, max_pages_per_seq]
+  // ints on the device (row-major); k and v are then pages [num_pages, page_size, Hkv, D]
+  // (page_size a power of two from 16 to 256) and key j of sequence b is row j % page_size of
+  // page page_table[b][j / page_size]. A paged cache needs seqused_k. Lengths beyond the
+  // table and pages outside k fail in the interpreter and TILEPIPE_DEBUG builds, else are
+  // clipped (nothing outside k and v is read).
+  const int* seqused_k = nullptr;
+  const int* page_table = nullptr;
+  int max_pages_per_seq = 0;
 };
 
 /// KV block rows per head dimension: the fastest measured that fit SMEM with Q, two K and two
@@ -287,7 +298,32 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     detail::throw_formatted("attention: k and v differ in shape");
   for (int i = 0; i < 4; ++i)
     if (o.shape[i] != q.shape[i]) detail::throw_formatted("attention: o and q differ in shape (dimension %d)", i);
-  if (k.shape[0] != q.shape[0]) detail::throw_formatted("attention: q and k differ in batch size");
+  const bool paged = opt.page_table != nullptr;
+  if (paged || opt.seqused_k) {
+    if (cu_q)
+      detail::throw_formatted("attention: seqused_k and page_table take attention_forward's [B, Sq, Hq, D] queries; "
+                              "varlen queries with a KV cache are not there yet");
+    if (max_sq > attention_decode_max_seqlen_q)
+      detail::throw_formatted("attention: seqused_k and page_table are supported for decode so far (Sq <= %d), got "
+                              "Sq = %d; prefill over a KV cache is not there yet", attention_decode_max_seqlen_q, max_sq);
+  }
+  if (paged) {
+    const long long page = k.shape[1];
+    if (!opt.seqused_k)
+      detail::throw_formatted("attention: page_table needs seqused_k, the keys each sequence uses (device, [B] ints)");
+    if (opt.max_pages_per_seq < 1)
+      detail::throw_formatted("attention: page_table needs max_pages_per_seq, its row length (>= 1), got %d",
+                              opt.max_pages_per_seq);
+    if (page < 16 || page > 256 || (page & (page - 1)) != 0)
+      detail::throw_formatted("attention: page size %lld (dimension 1 of the paged k and v, [num_pages, page_size, "
+                              "Hkv, D]) is not supported: a power of two from 16 to 256", page);
+    if (k.shape[0] < 1) detail::throw_formatted("attention: a paged cache needs at least one page, k has none");
+    if (static_cast<long long>(opt.max_pages_per_seq) * page > 0x7fffffffLL)
+      detail::throw_formatted("attention: max_pages_per_seq = %d pages of %lld keys is more than 2^31 keys",
+                              opt.max_pages_per_seq, page);
+  } else if (k.shape[0] != q.shape[0]) {
+    detail::throw_formatted("attention: q and k differ in batch size");
+  }
   if (opt.window_left < -1 || opt.window_right < -1)
     detail::throw_formatted("attention: window sizes are -1 (unbounded) or >= 0, got %d and %d", opt.window_left,
                             opt.window_right);
@@ -324,7 +360,8 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   if (batches == 0 || max_sq == 0 || hq == 0) return;  // nothing to compute
   if (max_sq <= attention_decode_max_seqlen_q)
     return attention_decode(dev, q, keys, values, o, batches, max_sq, sq, sk, cu_q, cu_k,
-                            {scale, opt.window_left, right, opt.lse, opt.num_splits, opt.partials, opt.stream, opt.profile});
+                            {scale, opt.window_left, right, opt.lse, opt.num_splits, opt.partials, opt.stream, opt.profile,
+                             opt.seqused_k, opt.page_table, opt.max_pages_per_seq});
   if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, keys, values, o, opt);
   else if (d == 128 && masked) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128, true>>{}), q, keys, values, o, opt);
   else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, keys, values, o, opt);

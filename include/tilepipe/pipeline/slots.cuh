@@ -185,6 +185,8 @@ struct operand_traits {
                 "tilepipe: the index map returns a different number of indices than the operand has dimensions");
   static_assert(IsInput || !Spec::manual_ready,
                 "tilepipe: tp::manual_ready is an input's option: an output block has no ready barrier to wait for");
+  static_assert(IsInput || !Spec::gathered,
+                "tilepipe: tp::gathered_spec is an input's: an output block is stored as one block");
   static_assert(IsInput || (!Spec::streamed_option && Spec::waited_by < 0),
                 "tilepipe: tp::streamed and tp::waited_by are input options: an output block is kept while its "
                 "index stays the same, and no warpgroup waits for it");

@@ -151,6 +151,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
         const block_site site{"input", operand, fill_step, failure};
         if constexpr (cluster > 1)
           issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, group_position(), cluster, group_mask(), site);
+        else if constexpr (Spec::gathered) issue_gathered_load<tile>(g, b, spec.box_source, slot_ptr(f), bars.full + f, site);
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
       profiler.mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
