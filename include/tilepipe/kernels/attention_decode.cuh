@@ -93,13 +93,17 @@ inline constexpr int attention_page_box_rows = 16;
 template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0>
 struct attention_decode_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
-  static_assert(PageBoxRows == 0 || (PageBoxRows <= BN && BN % PageBoxRows == 0),
+  static_assert(PageBoxRows >= 0 && PageBoxRows <= BN && BN % (PageBoxRows > 0 ? PageBoxRows : 1) == 0,
                 "tilepipe: a paged KV block is a whole number of boxes");
-  static constexpr warp_specialization<1, 40> ws{};  // one compute warpgroup, the memory one last
-  static constexpr int num_threads = ws.num_threads;
   static constexpr int BM = 64;  // packed query rows per tile
   static constexpr int block_n = BN;
   static constexpr bool paged = PageBoxRows > 0;
+  // One compute warpgroup, the memory one last. With one compute warpgroup the memory one
+  // may keep up to 256 registers and the compute one still gets 256 (register_split): a
+  // gathered KV block holds its boxes' coordinates (up to 8 x 4 ints) at once, so that
+  // their table loads are in flight together, which spilled 12-52 bytes at 40.
+  static constexpr warp_specialization<1, paged ? 96 : 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
   using kv_block = block<squeezed, element(BN), squeezed, D>;
   using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, swizzle<128>, box_rows<PageBoxRows>>,
                                      tile<kv_block, swizzle<128>>>;
