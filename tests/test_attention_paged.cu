@@ -216,6 +216,26 @@ TEST(AttentionPaged, MasksHeadDimsAndTypes) {
   check<tp::f16>({.sq = 1, .used = {150}, .hq = 2, .hkv = 1, .d = 256, .page = 64, .splits = 1});
 }
 
+// The boxes of a gathered block land in any order (the interpreter's shuffled copies), and
+// any split of a tile may combine (shuffled CTAs): the same bytes.
+TEST(AttentionPaged, ShuffledCopyAndCtaOrders) {
+  if (test::on_gpu()) GTEST_SKIP() << "the interpreter's copy and CTA orders";
+  const problem p{.sq = 2, .used = {300, 45}, .hq = 8, .hkv = 2, .page = 16, .splits = 3, .mask = causal};
+  const cache<tp::bf16> c(p);
+  const auto& dev = test::dev();
+  const tp::partials_buffer ws(dev, 64, tp::attention_partial_floats(p.d));
+  const auto first = run(dev, p, c, true, ws.ref());
+  expect_matches_reference(p, c, first);
+  tp::device shuffled = dev;
+  shuffled.interpreter.shuffle_ctas = true;
+  shuffled.interpreter.copies = tp::interpret::copy_mode::shuffled;
+  for (std::uint64_t seed : {5u, 6u}) {
+    shuffled.interpreter.seed = seed;
+    const auto other = run(shuffled, p, c, true, ws.ref());
+    EXPECT_TRUE(bitwise_equal(first.o, other.o) && bitwise_equal(first.lse, other.lse)) << "seed " << seed;
+  }
+}
+
 TEST(AttentionPaged, LargeOnTheGpu) {
   if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
   check<tp::bf16>({.sq = 1, .used = {131072, 70000}, .hq = 32, .hkv = 8, .d = 128, .page = 16, .splits = 0});
@@ -291,9 +311,15 @@ TEST(AttentionPaged, BadTablesAreReportedByTheKernelOrClipped) {
   const std::string too_long = run({49, 17}, {5, 0, 2, 1, 3, 4}, true);
   const std::string negative_length = run({40, -1}, {5, 0, 2, 1, 3, 4}, true);
   const std::string beyond_k = run({41, 17}, {5, 0, 2, 1, 3, 4}, false);
+  // No keys at all: the call gives the kernel one row of q as k, which a length must not reach.
+  auto empty = tp::tensor<tp::bf16, 4>(dev, {2, 0, 1, 64});
+  auto one_key = tp::tensor<int, 1>::from_host(dev, {2}, std::vector<int>{0, 1});
+  const std::string beyond_empty_k = test::error_of([&] {
+    tp::attention_forward<tp::bf16>(dev, q, empty, empty, o, {.seqused_k = one_key.data()});
+  });
   if (test::on_gpu()) {
 #ifndef TILEPIPE_DEBUG
-    for (const auto& e : {out_of_pool, negative, too_long, negative_length, beyond_k}) EXPECT_EQ(e, "");
+    for (const auto& e : {out_of_pool, negative, too_long, negative_length, beyond_k, beyond_empty_k}) EXPECT_EQ(e, "");
 #endif
     return;
   }
@@ -305,4 +331,6 @@ TEST(AttentionPaged, BadTablesAreReportedByTheKernelOrClipped) {
       << too_long;
   EXPECT_NE(negative_length.find("seqused_k[1] = -1 keys, outside [0, 48]"), std::string::npos) << negative_length;
   EXPECT_NE(beyond_k.find("seqused_k[0] = 41 keys, outside [0, 40] (the rows of k)"), std::string::npos) << beyond_k;
+  EXPECT_NE(beyond_empty_k.find("seqused_k[1] = 1 keys, outside [0, 0] (the rows of k)"), std::string::npos)
+      << beyond_empty_k;
 }

@@ -135,6 +135,7 @@ struct attention_decode_kernel {
   const int* page_table = nullptr;
   int table_stride = 0;  // pages per sequence in the table (its row length)
   int page_shift = 0;    // log2(page_size)
+  int key_capacity = 0;  // with seqused_k: the most keys a sequence can have (the table's, or Sk)
 
   /// n limited to [0, cap].
   TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
@@ -150,7 +151,8 @@ struct attention_decode_kernel {
   /// table's pages, or k's rows) or negative fails where the checks run, else is clipped.
   TP_HD sequence sequence_of([[maybe_unused]] const kernel_context& ctx, int b, int total_q, int total_k) const {
     if (!cu_seqlens_q && seqused_k) {
-      const int keys = seqused_k[b], capacity = paged ? table_stride << page_shift : total_k;
+      // (Not k's rows: with Sk = 0 the call hands the kernel one row of q as k.)
+      const int keys = seqused_k[b], capacity = key_capacity;
       if constexpr (debug_checks) {
         if (keys < 0 || keys > capacity) {
           if (paged)
@@ -462,6 +464,7 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
   int shift = 0;
   while ((2LL << shift) <= k.shape[1]) ++shift;
   kern.page_shift = opt.page_table ? shift : 0;
+  kern.key_capacity = opt.page_table ? opt.max_pages_per_seq << kern.page_shift : sk;
   const int items = kern.items.items();
   kernel(kern, {.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile})(dev, q, k, v, o);
 }
