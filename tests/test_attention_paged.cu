@@ -1,6 +1,7 @@
-// Decode attention over a KV cache (attention_options::seqused_k and page_table,
-// kernels/attention_decode.cuh) against a float64 reference on fresh random inputs, and
-// against the unpaged kernel on the same keys: query rows 1, 2, 7, 16, GQA ratios 1, 4, 8,
+// Attention over a KV cache (attention_options::seqused_k and page_table, the decode kernel
+// in kernels/attention_decode.cuh) against a float64 reference on fresh random inputs, and
+// against the unpaged kernel on the same keys: query rows 1, 2, 7, 16 (decode) and 17 to 130
+// (chunked prefill), GQA ratios 1, 4, 8,
 // KV lengths 0, 1, one page, a page + 1 and ragged per sequence, page sizes 16 to 256 (one
 // box per KV block where a page holds it, boxes of 16 rows from several pages where it does
 // not), 1 to 64 splits with empty ones, masks, head dims and types. Page tables are
@@ -23,12 +24,20 @@
 namespace {
 
 struct problem {
-  int sq = 1;
+  int sq = 1;             // query rows of every sequence (fixed-length queries)
   std::vector<int> used;  // keys per sequence (seqused_k)
   int hq = 4, hkv = 1, d = 64, page = 16;
   int splits = 1;  // attention_options::num_splits
   reference::attention_mask mask{};
   int spare_pages = 3;  // pages in the pool beyond those the sequences use
+  std::vector<int> q_lengths{};  // non-empty: varlen queries, sequence b's rows (sq is ignored)
+
+  bool varlen() const { return !q_lengths.empty(); }
+  std::vector<int> query_rows() const { return varlen() ? q_lengths : std::vector<int>(used.size(), sq); }
+  int max_sq() const {
+    const auto rows = query_rows();
+    return rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end());
+  }
 };
 
 std::vector<int> prefix(const std::vector<int>& n) {
@@ -61,7 +70,7 @@ struct cache {
     }
     max_pages += 1;  // a column no sequence reaches: out-of-pool entries the kernel must not read
     num_pages = needed + p.spare_pages;
-    q = test::random_values<T>(static_cast<std::size_t>(batches) * p.sq * p.hq * p.d, test::fresh_seed(), -2, 2);
+    q = test::random_values<T>(static_cast<std::size_t>(prefix(p.query_rows()).back()) * p.hq * p.d, test::fresh_seed(), -2, 2);
     const long long total = prefix(p.used).back();
     k_packed = test::random_values<T>(static_cast<std::size_t>(total * row), test::fresh_seed(), -2, 2);
     v_packed = test::random_values<T>(static_cast<std::size_t>(total * row));
@@ -97,38 +106,43 @@ struct cache {
 template <class T>
 struct outputs {
   std::vector<T> o;
-  std::vector<float> lse;  // [B, Hq, Sq]
+  std::vector<float> lse;  // [B, Hq, Sq], or [Hq, total_q] for varlen queries
 };
 
 /// Runs attention on the paged cache (paged) or on the unpaged one with seqused_k.
 template <class T>
 outputs<T> run(const tp::device& dev, const problem& p, const cache<T>& c, bool paged, tp::partials_ref ws) {
   const long long b = c.batches, rows = static_cast<long long>(c.max_pages) * p.page;
-  const std::size_t n_o = static_cast<std::size_t>(b) * p.sq * p.hq * p.d;
-  auto q = tp::tensor<T, 4>::from_host(dev, {b, p.sq, p.hq, p.d}, c.q);
-  auto o = tp::tensor<T, 4>::from_host(dev, {b, p.sq, p.hq, p.d}, std::vector<T>(n_o, tp::from_float<T>(NAN)));
-  auto lse = tp::tensor<float, 1>::from_host(dev, {b * p.hq * p.sq}, std::vector<float>(b * p.hq * p.sq, NAN));
+  const auto cu_q = prefix(p.query_rows());
+  const long long total_q = cu_q.back();
+  const std::size_t n_o = static_cast<std::size_t>(total_q) * p.hq * p.d;
+  auto q4 = tp::tensor<T, 4>::from_host(dev, {b, p.sq, p.hq, p.d}, p.varlen() ? std::vector<T>(b * p.sq * p.hq * p.d) : c.q);
+  auto o4 = tp::tensor<T, 4>::from_host(dev, {b, p.sq, p.hq, p.d}, std::vector<T>(b * p.sq * p.hq * p.d, tp::from_float<T>(NAN)));
+  auto q3 = tp::tensor<T, 3>::from_host(dev, {total_q, p.hq, p.d}, p.varlen() ? c.q : std::vector<T>(n_o));
+  auto o3 = tp::tensor<T, 3>::from_host(dev, {total_q, p.hq, p.d}, std::vector<T>(n_o, tp::from_float<T>(NAN)));
+  auto cu = tp::tensor<int, 1>::from_host(dev, {b + 1}, cu_q);
+  auto lse = tp::tensor<float, 1>::from_host(dev, {total_q * p.hq}, std::vector<float>(total_q * p.hq, NAN));
   auto used = tp::tensor<int, 1>::from_host(dev, {b}, p.used);
   auto table = tp::tensor<int, 1>::from_host(dev, {b * c.max_pages}, c.table);
   tp::attention_options opt{.causal = p.mask.causal, .window_left = p.mask.window_left,
                             .window_right = p.mask.window_right, .lse = lse.data(), .num_splits = p.splits,
                             .partials = ws, .seqused_k = used.data()};
-  if (paged) {
-    opt.page_table = table.data(), opt.max_pages_per_seq = c.max_pages;
-    auto k = tp::tensor<T, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.k_pages);
-    auto v = tp::tensor<T, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.v_pages);
-    tp::attention_forward<T>(dev, q, k, v, o, opt);
-  } else {
-    auto k = tp::tensor<T, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.k_flat);
-    auto v = tp::tensor<T, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.v_flat);
-    tp::attention_forward<T>(dev, q, k, v, o, opt);
+  if (paged) opt.page_table = table.data(), opt.max_pages_per_seq = c.max_pages;
+  auto k = paged ? tp::tensor<T, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.k_pages)
+                 : tp::tensor<T, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.k_flat);
+  auto v = paged ? tp::tensor<T, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.v_pages)
+                 : tp::tensor<T, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.v_flat);
+  if (p.varlen()) {
+    tp::attention_forward_varlen<T>(dev, q3, k, v, o3, cu.data(), static_cast<int>(b), p.max_sq(), opt);
+    return {o3.to_host(), lse.to_host()};
   }
-  return {o.to_host(), lse.to_host()};
+  tp::attention_forward<T>(dev, q4, k, v, o4, opt);
+  return {o4.to_host(), lse.to_host()};
 }
 
 template <class T>
 void expect_matches_reference(const problem& p, const cache<T>& c, const outputs<T>& out) {
-  const std::vector<int> cu_q = prefix(std::vector<int>(c.batches, p.sq)), cu_k = prefix(p.used);
+  const std::vector<int> cu_q = prefix(p.query_rows()), cu_k = prefix(p.used);
   std::vector<double> ref_o, ref_lse;
   reference::attention(c.q, c.k_packed, c.v_packed, p.hq, p.hkv, p.d, cu_q, cu_k,
                        1.0 / std::sqrt(static_cast<double>(p.d)), p.mask, ref_o, ref_lse);
@@ -137,9 +151,9 @@ void expect_matches_reference(const problem& p, const cache<T>& c, const outputs
   int bad = 0;
   for (int b = 0; b < c.batches; ++b)
     for (int h = 0; h < p.hq; ++h)
-      for (int i = 0; i < p.sq; ++i) {
+      for (int i = 0; i < cu_q[b + 1] - cu_q[b]; ++i) {
         const double want = ref_lse[static_cast<std::size_t>(h * total_q + cu_q[b] + i)];
-        const float g = out.lse[static_cast<std::size_t>((b * p.hq + h) * p.sq + i)];
+        const float g = out.lse[static_cast<std::size_t>(p.varlen() ? h * total_q + cu_q[b] + i : (b * p.hq + h) * p.sq + i)];
         const bool ok = std::isinf(want) ? std::isinf(g) && g < 0 : std::abs(g - want) <= 2e-3 * std::max(1.0, std::abs(want));
         if (!ok && bad++ < 5)
           ADD_FAILURE() << "LSE of sequence " << b << " head " << h << " row " << i << ": " << g << ", want " << want;
@@ -155,14 +169,16 @@ bool bitwise_equal(const std::vector<T>& x, const std::vector<T>& y) {
 template <class T>
 void check(const problem& p) {
   ::testing::Message what;
-  what << "sq " << p.sq << ", used";
+  what << "sq";
+  for (int x : p.query_rows()) what << " " << x;
+  what << ", used";
   for (int x : p.used) what << " " << x;
   what << ", hq " << p.hq << " hkv " << p.hkv << " d " << p.d << " page " << p.page << " splits " << p.splits
        << (p.mask.causal ? " causal" : "") << " window " << p.mask.window_left << " " << p.mask.window_right;
   SCOPED_TRACE(what);
   const auto& dev = test::dev();
   const cache<T> c(p);
-  const int tiles = c.batches * p.hkv * ((p.sq * p.hq / p.hkv + 63) / 64);
+  const int tiles = c.batches * p.hkv * ((p.max_sq() * p.hq / p.hkv + 63) / 64);
   const tp::partials_buffer ws(dev, std::max(tp::attention_partial_slots(dev), tiles * std::max(p.splits, 1)),
                                tp::attention_partial_floats(p.d));
   const auto paged = run(dev, p, c, true, ws.ref());
@@ -214,6 +230,25 @@ TEST(AttentionPaged, MasksHeadDimsAndTypes) {
   check<tp::f16>({.sq = 3, .used = {131, 128}, .hq = 8, .hkv = 2, .d = 128, .page = 128, .splits = 1, .mask = causal});
   check<tp::bf16>({.sq = 2, .used = {150, 40}, .hq = 4, .hkv = 1, .d = 256, .page = 16, .splits = 2, .mask = causal});
   check<tp::f16>({.sq = 1, .used = {150}, .hq = 2, .hkv = 1, .d = 256, .page = 64, .splits = 1});
+}
+
+// Chunked prefill: more than 16 new queries against the cache (the decode kernel's schedule,
+// several 64-row tiles per KV head), causal aligned to the end of each sequence's keys.
+TEST(AttentionPaged, ChunkedPrefill) {
+  check<tp::bf16>({.sq = 17, .used = {40, 300}, .hq = 4, .hkv = 1, .page = 16, .splits = 2, .mask = causal});
+  check<tp::bf16>({.sq = 64, .used = {64, 200}, .hq = 2, .hkv = 2, .page = 128, .splits = 1, .mask = causal});
+  check<tp::f16>({.sq = 130, .used = {500, 131}, .hq = 1, .hkv = 1, .d = 128, .page = 32, .splits = 3, .mask = causal});
+  check<tp::bf16>({.sq = 40, .used = {100, 90}, .hq = 8, .hkv = 2, .page = 64, .splits = 0});
+}
+
+// Varlen queries against the cache (attention_forward_varlen with 4-D k and v): decode rows
+// and chunks of different lengths in one batch, empty ones too.
+TEST(AttentionPaged, VariableLengthQueries) {
+  check<tp::bf16>({.used = {300, 17, 0, 64}, .hq = 4, .hkv = 1, .page = 16, .splits = 2, .mask = causal,
+                   .q_lengths = {1, 17, 0, 5}});
+  check<tp::f16>({.used = {129, 40}, .hq = 8, .hkv = 2, .page = 128, .splits = 1, .q_lengths = {30, 2}});
+  check<tp::bf16>({.used = {260, 90, 33}, .hq = 2, .hkv = 1, .d = 128, .page = 64, .splits = 0, .mask = causal,
+                   .q_lengths = {70, 1, 33}});
 }
 
 // The boxes of a gathered block land in any order (the interpreter's shuffled copies), and
@@ -268,18 +303,25 @@ TEST(AttentionPaged, BadShapesAreReported) {
   no_row.max_pages_per_seq = 0;
   EXPECT_NE(error(3, 16, no_row).find("page_table needs max_pages_per_seq, its row length (>= 1), got 0"),
             std::string::npos);
-  // Prefill over a cache, and varlen queries with one, are not there yet.
-  auto long_q = t(2, 17, 8), long_o = t(2, 17, 8), k = t(3, 16, 2), v = t(3, 16, 2);
-  EXPECT_NE(test::error_of([&] { tp::attention_forward<tp::bf16>(dev, long_q, k, v, long_o, ok); })
-                .find("seqused_k and page_table are supported for decode so far (Sq <= 16), got Sq = 17"),
-            std::string::npos);
+  // A cache is k and v as a whole, not packed rows; varlen queries against one need the lengths.
   auto q3 = tp::tensor<tp::bf16, 3>(dev, {4, 8, 64}), k3 = tp::tensor<tp::bf16, 3>(dev, {10, 2, 64});
   auto cu = tp::tensor<int, 1>::from_host(dev, {3}, std::vector<int>{0, 2, 4});
   EXPECT_NE(test::error_of([&] {
               tp::attention_forward_varlen<tp::bf16>(dev, q3, k3, k3, q3, cu.data(), cu.data(), 2, 2,
                                                      {.seqused_k = used.data()});
-            }).find("varlen queries with a KV cache are not there yet"),
+            }).find("not packed rows with cu_seqlens_k"),
             std::string::npos);
+  auto cache_k = t(2, 16, 2), pages_k = t(3, 16, 2);
+  EXPECT_NE(test::error_of([&] { tp::attention_forward_varlen<tp::bf16>(dev, q3, cache_k, cache_k, q3, cu.data(), 2, 2, {}); })
+                .find("varlen queries against a 4-D k and v need seqused_k"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] {
+              tp::attention_forward_varlen<tp::bf16>(dev, q3, t(3, 16, 2), t(3, 16, 2), q3, cu.data(), 2, 2,
+                                                     {.seqused_k = used.data()});
+            }).find("k has 3 sequences, the batch 2"),
+            std::string::npos);
+  EXPECT_EQ(test::error_of([&] { tp::attention_forward_varlen<tp::bf16>(dev, q3, pages_k, pages_k, q3, cu.data(), 2, 2, ok); }),
+            "");
 }
 
 // Entries of the table outside the pool and lengths beyond the table: the kernel reports

@@ -1,6 +1,7 @@
 // Attention for decode and short queries (Sq <= 16: a new token, or speculative decoding's
 // drafts) against a long KV cache; tp::attention_forward and attention_forward_varlen run
-// it when the query sequences are that short (kernels/attention.cuh). It computes what
+// it when the query sequences are that short (kernels/attention.cuh), and for any Sq over a
+// KV cache (chunked prefill: several 64-row tiles of packed rows per KV head). It computes what
 // the prefill kernel computes, O and the LSE, with the same masks, on another schedule:
 //
 // Grouped-query packing. The query heads that share a KV head, times the query rows, are
@@ -140,18 +141,34 @@ struct attention_decode_kernel {
   /// n limited to [0, cap].
   TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
 
-  /// Where sequence b lives: its batch index in the 4-D tensors, first row and length.
+  /// Where sequence b lives: its batch index in q and o (0 for packed varlen rows), first
+  /// row and length there, and its batch index in k and v (its page-table row), first row
+  /// and length there.
   struct sequence {
-    int batch, q0, sq, k0, sk;
+    int batch, q0, sq, kv_batch, k0, sk;
   };
   /// The prefill kernel's policy for varlen offsets (attention_kernel::sequence_of): bad
   /// offsets fail in the interpreter and TILEPIPE_DEBUG GPU builds and are clipped to the
-  /// tensors elsewhere.
-  /// With seqused_k, the same policy for the lengths: one beyond the keys there are (the
-  /// table's pages, or k's rows) or negative fails where the checks run, else is clipped.
+  /// tensors elsewhere. With seqused_k, the same policy for the lengths: one beyond the keys
+  /// there are (the table's pages, or Sk) or negative fails where the checks run, else is
+  /// clipped.
   TP_HD sequence sequence_of([[maybe_unused]] const kernel_context& ctx, int b, int total_q, int total_k) const {
-    if (!cu_seqlens_q && seqused_k) {
-      // (Not k's rows: with Sk = 0 the call hands the kernel one row of q as k.)
+    int q_batch = b, q0 = 0, sq = seqlen_q;
+    if (cu_seqlens_q) {
+      const int q_begin = cu_seqlens_q[b], q_end = cu_seqlens_q[b + 1];
+      if constexpr (debug_checks) {
+        if (q_begin < 0 || q_end < q_begin || q_end > total_q)
+          prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of q, which has %d (cu_seqlens_q must not "
+                     "decrease and must stay within q)", b, q_begin, q_end, total_q);
+        if (q_end - q_begin > max_seqlen_q)
+          prim::fail(ctx.failure(), "attention: sequence %d has %d query rows, more than max_seqlen_q = %d", b,
+                     q_end - q_begin, max_seqlen_q);
+      }
+      q0 = clamp_rows(q_begin, total_q);
+      q_batch = 0, sq = clamp_rows(clamp_rows(q_end - q0, total_q - q0), max_seqlen_q);
+    }
+    if (seqused_k) {
+      // (The bound is not k's rows: with Sk = 0 the call hands the kernel one row of q as k.)
       const int keys = seqused_k[b], capacity = key_capacity;
       if constexpr (debug_checks) {
         if (keys < 0 || keys > capacity) {
@@ -163,24 +180,17 @@ struct attention_decode_kernel {
                        capacity);
         }
       }
-      return {b, 0, seqlen_q, 0, clamp_rows(keys, capacity)};
+      return {q_batch, q0, sq, b, 0, clamp_rows(keys, capacity)};
     }
-    if (!cu_seqlens_q) return {b, 0, seqlen_q, 0, seqlen_k};
-    const int q0 = cu_seqlens_q[b], q1 = cu_seqlens_q[b + 1], k0 = cu_seqlens_k[b], k1 = cu_seqlens_k[b + 1];
+    if (!cu_seqlens_k) return {q_batch, q0, sq, b, 0, seqlen_k};
+    const int k_begin = cu_seqlens_k[b], k_end = cu_seqlens_k[b + 1];
     if constexpr (debug_checks) {
-      if (q0 < 0 || q1 < q0 || q1 > total_q)
-        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of q, which has %d (cu_seqlens_q must not "
-                   "decrease and must stay within q)", b, q0, q1, total_q);
-      if (k0 < 0 || k1 < k0 || k1 > total_k)
+      if (k_begin < 0 || k_end < k_begin || k_end > total_k)
         prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of k and v, which have %d (cu_seqlens_k must "
-                   "not decrease and must stay within k)", b, k0, k1, total_k);
-      if (q1 - q0 > max_seqlen_q)
-        prim::fail(ctx.failure(), "attention: sequence %d has %d query rows, more than max_seqlen_q = %d", b, q1 - q0,
-                   max_seqlen_q);
+                   "not decrease and must stay within k)", b, k_begin, k_end, total_k);
     }
-    const int qa = clamp_rows(q0, total_q), qb = qa + clamp_rows(q1 - qa, total_q - qa);
-    const int ka = clamp_rows(k0, total_k), kb = ka + clamp_rows(k1 - ka, total_k - ka);
-    return {0, qa, clamp_rows(qb - qa, max_seqlen_q), ka, kb - ka};
+    const int k0 = clamp_rows(k_begin, total_k);
+    return {q_batch, q0, sq, 0, k0, clamp_rows(k_end - k0, total_k - k0)};
   }
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4> q, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v,
@@ -345,7 +355,7 @@ struct attention_decode_kernel {
         }
       });
       // K and V stream from the split's last block down (affine maps: a new block every step).
-      const int kv_head = it.kv_head, batch = seq.batch, k_top = seq.k0 + (top - 1) * BN;
+      const int kv_head = it.kv_head, batch = seq.kv_batch, k_top = seq.k0 + (top - 1) * BN;
       auto kv_map = [=](auto s) { return idx(batch, k_top - s * BN, kv_head, 0); };
       if constexpr (paged) {
         // The block of keys [key0, key0 + BN) that kv_map names is gathered from its pages:
@@ -473,18 +483,19 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
 /// attention_page_box_rows (the shapes were checked: page sizes are powers of two >= 16).
 template <class T, int D>
 void launch_paged(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
-                  const tensor_view<T, 4>& o, int batches, int sq, const attention_decode_options& opt) {
+                  const tensor_view<T, 4>& o, int batches, int max_sq, int sq, const int* cu_q,
+                  const attention_decode_options& opt) {
   constexpr int BN = attention_decode_block<D>;
-  if (k.shape[1] >= BN) launch<T, D, BN>(dev, q, k, v, o, batches, sq, sq, 0, nullptr, nullptr, opt);
-  else launch<T, D, attention_page_box_rows>(dev, q, k, v, o, batches, sq, sq, 0, nullptr, nullptr, opt);
+  if (k.shape[1] >= BN) launch<T, D, BN>(dev, q, k, v, o, batches, max_sq, sq, 0, cu_q, nullptr, opt);
+  else launch<T, D, attention_page_box_rows>(dev, q, k, v, o, batches, max_sq, sq, 0, cu_q, nullptr, opt);
 }
 
 }  // namespace attention_decode_detail
 
 /// The decode path of tp::attention_forward / attention_forward_varlen (which check the
 /// shapes first): q and o [B, Sq, Hq, D] (varlen: [1, total_q, Hq, D] with the offsets),
-/// max_sq <= attention_decode_max_seqlen_q; with opt.page_table, k and v are the pages
-/// [num_pages, page_size, Hkv, D] (fixed-length queries).
+/// max_sq <= attention_decode_max_seqlen_q, or any Sq over a KV cache (opt.seqused_k; k and v
+/// [B, Sk, Hkv, D], or with opt.page_table the pages [num_pages, page_size, Hkv, D]).
 template <class T>
 void attention_decode(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
                       const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk,
@@ -492,9 +503,9 @@ void attention_decode(const device& dev, const tensor_view<T, 4>& q, const tenso
   using namespace attention_decode_detail;
   const long long d = q.shape[3];
   if (opt.page_table) {
-    if (d == 64) launch_paged<T, 64>(dev, q, k, v, o, batches, sq, opt);
-    else if (d == 128) launch_paged<T, 128>(dev, q, k, v, o, batches, sq, opt);
-    else launch_paged<T, 256>(dev, q, k, v, o, batches, sq, opt);
+    if (d == 64) launch_paged<T, 64>(dev, q, k, v, o, batches, max_sq, sq, cu_q, opt);
+    else if (d == 128) launch_paged<T, 128>(dev, q, k, v, o, batches, max_sq, sq, cu_q, opt);
+    else launch_paged<T, 256>(dev, q, k, v, o, batches, max_sq, sq, cu_q, opt);
     return;
   }
   if (d == 64) launch<T, 64>(dev, q, k, v, o, batches, max_sq, sq, sk, cu_q, cu_k, opt);
