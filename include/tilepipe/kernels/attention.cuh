@@ -48,14 +48,14 @@ struct attention_options {
   // choose from the problem and the SMs; splits need the workspace (attention_partial_slots).
   int num_splits = 0;
   partials_ref partials{};
-  // A KV cache (FlashAttention-3's seqused_k and page_table; attention_forward's [B, Sq, Hq, D]
-  // queries; any Sq runs the decode kernel, chunked prefill too). seqused_k: [B] ints on the device,
-  // sequence b attends to its first seqused_k[b] keys. page_table: [B, max_pages_per_seq]
-  // ints on the device (row-major); k and v are then pages [num_pages, page_size, Hkv, D]
-  // (page_size a power of two from 16 to 256) and key j of sequence b is row j % page_size of
-  // page page_table[b][j / page_size]. A paged cache needs seqused_k. Lengths beyond the
-  // table and pages outside k fail in the interpreter and TILEPIPE_DEBUG builds, else are
-  // clipped (nothing outside k and v is read).
+  // A KV cache (FlashAttention-3's seqused_k and page_table; any Sq runs the decode kernel,
+  // chunked prefill too; varlen queries through the attention_forward_varlen overload with
+  // 4-D k and v). seqused_k: [B] ints on the device, sequence b attends to its first
+  // seqused_k[b] keys. page_table: [B, max_pages_per_seq] ints on the device (row-major); k
+  // and v are then pages [num_pages, page_size, Hkv, D] (page_size a power of two from 16 to
+  // 256) and key j of sequence b is row j % page_size of page page_table[b][j / page_size].
+  // A paged cache needs seqused_k. Lengths beyond the table and pages outside k fail in the
+  // interpreter and TILEPIPE_DEBUG builds, else are clipped (nothing outside k and v is read).
   const int* seqused_k = nullptr;
   const int* page_table = nullptr;
   int max_pages_per_seq = 0;
