@@ -4,12 +4,13 @@
 // events, 3 warm-up batches, the median of 15, inputs rotated through enough sets to
 // exceed 200 MB (L2 holds none of them). FLOPs: 4 b hq sq sk d, halved when causal.
 //   bench_attention --shapes bench/attention_shapes.txt --json out.json [--only N] [--pages 0,16,128]
-// --pages: page sizes to run each decode row (sq <= 16) with, 0 for the unpaged cache (the
-// default, and the only choice for prefill rows): a paged row reads K and V as pages of a
-// pool in a shuffled order through attention_options::page_table (every sequence uses all sk
-// keys: seqused_k = sk) and is named tilepipe-paged<N> in the JSON, beside tilepipe. Every
-// decode row also prints the bytes of K and V per second (the HBM-bound rate to compare
-// with a device-to-device copy).
+// --pages: page sizes to run each decode row (sq <= 16) and each chunked-prefill row (sq < sk:
+// a chunk of queries against a longer cache) with, 0 for the unpaged cache (the default, and
+// the only choice for rows with sq = sk): a paged row reads K and V as pages of a pool in a
+// shuffled order through attention_options::page_table (every sequence uses all sk keys:
+// seqused_k = sk; any Sq then runs the decode kernel) and is named tilepipe-paged<N> in the
+// JSON, beside tilepipe. Every decode row also prints the bytes of K and V per second (the
+// HBM-bound rate to compare with a device-to-device copy).
 // Built once per KV block choice: TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256 and TP_ATTN_N128_MASKED
 // (default: the library's).
 #include <tilepipe/kernels/attention.cuh>
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> rows;
   for (const config& c : read_shapes(shapes, only))
     for (int page : pages) {
-      if (page && c.sq > tp::attention_decode_max_seqlen_q) continue;  // paged: decode rows only
+      if (page && c.sq > tp::attention_decode_max_seqlen_q && c.sq >= c.sk) continue;  // paged: decode, chunks
       std::string r;
       try {
         r = c.dtype == "f16" ? run<tp::f16>(dev, c, page) : run<tp::bf16>(dev, c, page);
