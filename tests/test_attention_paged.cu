@@ -51,7 +51,7 @@ std::vector<int> prefix(const std::vector<int>& n) {
 template <class T>
 struct cache {
   int batches = 0, max_pages = 0, num_pages = 0;
-  std::vector<T> q;                // [B, Sq, Hq, D]
+  std::vector<T> q;                   // [B, Sq, Hq, D], or [total_q, Hq, D] for varlen queries
   std::vector<T> k_packed, v_packed;  // [sum used, Hkv, D]
   std::vector<T> k_pages, v_pages;    // [num_pages, page, Hkv, D]
   std::vector<T> k_flat, v_flat;      // [B, max_pages * page, Hkv, D]
