@@ -124,26 +124,40 @@ TP_HD TP_FORCEINLINE void issue_block_load_multicast(const G& g, const index<G::
   });
 }
 
-/// leader: loads block `bi` of Tile gathered from row boxes that lie anywhere in `g` (a
-/// paged KV cache: a block of keys from several pages). The block moves in boxes of the
-/// tile's box_rows<R> rows; box_source(bi, row) returns where the box holding the block's
+/// Where each row box of a gathered block starts (issue_gathered_load): one block index of
+/// the array per box of the tile's box_rows<R> rows.
+template <class Tile, class G>
+struct box_sources {
+  index<G::rank> at[tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>::chunks];
+};
+
+/// box_source(bi, row) for every row box of block `bi`: where the box holding the block's
 /// rows [row, row + R) starts, as a block index of `g` (as an index map returns one: an
-/// element offset in tp::element dimensions). The lookups come first, so that loads they
-/// make (a page table in global memory) are in flight together. Completes block_bytes_v
-/// transaction bytes on bar, as issue_block_load does.
+/// element offset in tp::element dimensions). All lookups come before any copy, so that the
+/// loads they make (a page table in global memory) are in flight together; a pipeline makes
+/// them before it waits for the block's slot.
 template <class Tile, class G, class Source>
-TP_HD TP_FORCEINLINE void issue_gathered_load(const G& g, const index<G::rank>& bi, const Source& box_source, void* dst,
-                                              std::uint64_t* bar, const block_site& site = {}) {
+TP_HD TP_FORCEINLINE box_sources<Tile, G> look_up_boxes(const index<G::rank>& bi, const Source& box_source) {
+  using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
+  box_sources<Tile, G> from;
+#pragma unroll
+  for (int j = 0; j < plan::chunks; ++j) from.at[j] = box_source(bi, j * plan::chunk);
+  return from;
+}
+
+/// leader: loads a block gathered from row boxes that lie anywhere in `g` (a paged KV cache:
+/// a block of keys from several pages) into `dst`, box j from from.at[j]; completes
+/// block_bytes_v transaction bytes on bar, as issue_block_load does.
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void issue_gathered_boxes(const G& g, const box_sources<Tile, G>& from, void* dst, std::uint64_t* bar,
+                                               const block_site& site = {}) {
   using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
   using layout = typename plan::layout;
-  index<G::rank> from[plan::chunks];
-#pragma unroll
-  for (int j = 0; j < plan::chunks; ++j) from[j] = box_source(bi, j * plan::chunk);
   const tma_desc& map = g.template map<Tile>();
 #pragma unroll
   for (int j = 0; j < plan::chunks; ++j) {
     int co[G::rank];
-    detail::block_coords<Tile>(g, from[j], co, site);
+    detail::block_coords<Tile>(g, from.at[j], co, site);
 #pragma unroll
     for (int p = 0; p < layout::panels; ++p) {
       int c[G::rank];
@@ -153,6 +167,14 @@ TP_HD TP_FORCEINLINE void issue_gathered_load(const G& g, const index<G::rank>& 
       prim::tma_load(map, static_cast<unsigned char*>(dst) + plan::box_smem(j * layout::panels + p), c, bar);
     }
   }
+}
+
+/// leader: loads block `bi` of Tile gathered from row boxes (look_up_boxes, then
+/// issue_gathered_boxes).
+template <class Tile, class G, class Source>
+TP_HD TP_FORCEINLINE void issue_gathered_load(const G& g, const index<G::rank>& bi, const Source& box_source, void* dst,
+                                              std::uint64_t* bar, const block_site& site = {}) {
+  issue_gathered_boxes<Tile>(g, look_up_boxes<Tile, G>(bi, box_source), dst, bar, site);
 }
 
 namespace detail {
