@@ -155,7 +155,8 @@ void check(attention_args& a) {
          a.cu_seqlens_q.present() ? "cu_seqlens_q" : "cu_seqlens_k");
   for (tensor_arg* t : {&a.q, &a.k, &a.v, &a.out}) require_rank(op, *t, rank, layout);
   require_16bit(op, a.q), require_16bit(op, a.k, &a.q), require_16bit(op, a.v, &a.q), require_16bit(op, a.out, &a.q);
-  require_same_device(op, {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.cu_seqlens_q, &a.cu_seqlens_k});
+  require_same_device(op, {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.seqused_k,
+                           &a.page_table, &a.partials, &a.partial_flags});
   const int h = rank - 2, d = rank - 1;  // the heads' and the head dim's dimension
   const std::int64_t D = a.q.shape[d], hq = a.q.shape[h], hkv = a.k.shape[h];
   if (D != 64 && D != 128 && D != 256)
@@ -176,9 +177,38 @@ void check(attention_args& a) {
     fail("%s: q has %lld heads, which is not a multiple of k's and v's %lld (grouped-query attention needs "
          "heads_q %% heads_kv == 0)",
          op, static_cast<long long>(hq), static_cast<long long>(hkv));
-  if (!varlen && a.k.shape[0] != a.q.shape[0])
+  const bool paged = a.page_table.present();
+  if (!varlen && !paged && a.k.shape[0] != a.q.shape[0])
     fail("%s: q has batch %lld but k and v have %lld", op, static_cast<long long>(a.q.shape[0]),
          static_cast<long long>(a.k.shape[0]));
+  if (a.seqused_k.present() || paged) {
+    if (varlen)
+      fail<unsupported_error>("%s: seqused_k / page_table with cu_seqlens is not supported from Python yet; pass q "
+                              "as [batch, seqlen_q, heads, head_dim]", op);
+    if (!a.seqused_k.present()) fail("%s: page_table needs seqused_k (the keys each sequence uses)", op);
+    require_int32_vector(op, a.seqused_k, a.q.shape[0], "one per sequence of q");
+    if (paged) {
+      require_type(op, a.page_table, dtype::i32);
+      if (a.page_table.rank != 2 || a.page_table.shape[0] != a.q.shape[0] || a.page_table.shape[1] < 1)
+        fail("%s: page_table must be int32 [batch, max_pages_per_seq] with batch = %lld, got shape %s", op,
+             static_cast<long long>(a.q.shape[0]), a.page_table.shape_text().c_str());
+      if (a.page_table.stride[1] != 1 && a.page_table.shape[1] > 1)
+        fail("%s: page_table's rows must be contiguous (stride 1 along pages)", op);
+      const std::int64_t page = a.k.shape[1];
+      if (page < 16 || page > 256 || (page & (page - 1)) != 0)
+        fail("%s: the page size (k's second dimension, %lld) must be a power of two from 16 to 256", op,
+             static_cast<long long>(page));
+    }
+  }
+  if (a.num_splits < 0 || a.num_splits > 64) fail("%s: num_splits must be 0 (choose) to 64, got %d", op, a.num_splits);
+  if (a.partials.present()) {
+    require_type(op, a.partials, dtype::f32), require_type(op, a.partial_flags, dtype::i32);
+    if (a.partials.rank != 2 || a.partial_flags.rank != 1 || a.partial_flags.shape[0] != a.partials.shape[0] ||
+        a.partials.shape[1] % 4 != 0 || a.partials.stride[1] != 1 || a.partials.stride[0] != a.partials.shape[1])
+      fail("%s: the split-KV workspace must be contiguous float32 [slots, slot_floats] (slot_floats a multiple of "
+           "4) with int32 [slots] flags, got %s and %s",
+           op, a.partials.shape_text().c_str(), a.partial_flags.shape_text().c_str());
+  }
   for (int i = 0; i < rank; ++i)
     if (a.out.shape[i] != a.q.shape[i])
       fail("%s: out must have q's shape %s, got %s", op, a.q.shape_text().c_str(), a.out.shape_text().c_str());

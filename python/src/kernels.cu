@@ -68,6 +68,13 @@ void TILEPIPE_PY_ENTRY(const attention_args& a) {
   opt.window_right = a.window_right;
   opt.lse = a.lse.present() ? static_cast<float*>(a.lse.data) : nullptr;
   opt.stream = a.stream;
+  opt.seqused_k = static_cast<const int*>(a.seqused_k.data);
+  opt.page_table = static_cast<const int*>(a.page_table.data);
+  opt.max_pages_per_seq = a.page_table.present() ? static_cast<int>(a.page_table.shape[1]) : 0;
+  opt.num_splits = a.num_splits;
+  if (a.partials.present())
+    opt.partials = {static_cast<float*>(a.partials.data), static_cast<unsigned*>(a.partial_flags.data),
+                    static_cast<int>(a.partials.shape[0]), a.partials.shape[1]};
   on_device(a.q, [&](const device& dev) {
     if (a.cu_seqlens_q.present()) {
       const int batch = static_cast<int>(a.cu_seqlens_q.shape[0] - 1);
@@ -147,6 +154,9 @@ void TILEPIPE_PY_ENTRY(const quantize_args& a) {
 }
 #elif TILEPIPE_PY_KERNEL == 0  // what the bindings ask of the build and the GPUs
 bool built_with_cuda() { return TP_HAS_CUDA_COMPILER; }
+split_workspace_shape attention_split_workspace(const tensor_arg& q, int head_dim) {
+  return {attention_partial_slots(device_of(q)), attention_partial_floats(head_dim)};
+}
 void prepare_gpu(int ordinal) {
   if (!TP_HAS_CUDA_COMPILER)
     throw unsupported_error("tilepipe: this build has no GPU kernels (nvcc was not found when it was built); "

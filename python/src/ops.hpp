@@ -58,6 +58,13 @@ struct attention_args {
   bool causal = false;
   int window_left = -1, window_right = -1;
   void* stream = nullptr;                 // cudaStream_t for GPU tensors
+  // A KV cache (FlashAttention-3's names): seqused_k int32 [batch], page_table int32
+  // [batch, max_pages] with k and v as pages [num_pages, page_size, heads, head_dim]; or absent.
+  tensor_arg seqused_k, page_table;
+  // Split-KV of the decode path: num_splits (0: the kernel's choice) and its workspace,
+  // partials f32 [slots, slot_floats] and partial_flags int32 [slots] (zero), or absent (no split).
+  int num_splits = 0;
+  tensor_arg partials, partial_flags;
 };
 
 /// The gradients of attention: the forward's arguments (out its output, lse its LSE, both
@@ -110,6 +117,12 @@ void run(const quantize_args& a);
 
 /// Whether this build has the GPU kernels (nvcc was found) besides the interpreter.
 bool built_with_cuda();
+/// The split-KV workspace the decode path needs on q's device at a head dim: slots x floats.
+struct split_workspace_shape {
+  int slots;
+  std::int64_t slot_floats;
+};
+split_workspace_shape attention_split_workspace(const tensor_arg& q, int head_dim);
 /// Makes GPU `ordinal` ready for launches (its properties and failure channel): the
 /// bindings call it outside CUDA-graph capture, at the first sight of a device.
 void prepare_gpu(int ordinal);

@@ -33,7 +33,8 @@ def _find_frontend(x):
 
 
 def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), cu_seqlens_q=None,
-              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
+              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False, seqused_k=None,
+              page_table=None, num_splits=0):
     """Flash attention forward: softmax(softmax_scale * q k^T + mask) v, FlashAttention's semantics.
 
     q: [batch, seqlen_q, heads_q, head_dim]; k, v: [batch, seqlen_k, heads_kv, head_dim], or packed
@@ -48,9 +49,18 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     ([heads, total_q] varlen); rows that see no key give out 0 and lse -inf.
     Differentiable for PyTorch (autograd: loss.backward() runs tilepipe.attention_backward) and
     JAX (jax.grad through tilepipe.jax.attention), head dims 64 and 128; lse has no gradient.
+    A KV cache (FlashAttention-3's names; PyTorch and NumPy, q fixed-length): seqused_k, int32
+    [batch], the keys each sequence uses of k and v [batch, seqlen_k, heads_kv, head_dim]; with
+    page_table, int32 [batch, max_pages], k and v are pages [num_pages, page_size, heads_kv,
+    head_dim] (page_size a power of two from 16 to 256) and key j of sequence b is row
+    j % page_size of page page_table[b, j // page_size]. num_splits: the KV splits of the decode
+    path (seqlen_q <= 16, or a cache), 0 to let the kernel choose.
     """
+    if (seqused_k is None and page_table is None and num_splits == 0):
+        return _frontend_of(q).attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                                         max_seqlen_q, max_seqlen_k, return_lse)
     return _frontend_of(q).attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
-                                     max_seqlen_q, max_seqlen_k, return_lse)
+                                     max_seqlen_q, max_seqlen_k, return_lse, seqused_k, page_table, int(num_splits))
 
 
 def attention_backward(d_out, q, k, v, out, lse, *, causal=False, softmax_scale=None, window_size=(-1, -1),

@@ -16,7 +16,10 @@ def _stream(x):
 
 
 def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-              return_lse):
+              return_lse, seqused_k=None, page_table=None, num_splits=0):
+    if seqused_k is not None or page_table is not None or num_splits:
+        raise NotImplementedError("tilepipe.attention: seqused_k, page_table and num_splits are for torch.Tensor and "
+                                  "NumPy arrays (not CuPy yet)")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     left, right = _args.window(causal, window_size)
     scale = _args.softmax_scale(q.shape[-1], softmax_scale)

@@ -161,7 +161,10 @@ def _frontend_grouped_mm(a, b, offs, masked_m, out_dtype):
 
 
 def _frontend_attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                        max_seqlen_k, return_lse):
+                        max_seqlen_k, return_lse, seqused_k=None, page_table=None, num_splits=0):
+    if seqused_k is not None or page_table is not None or num_splits:
+        raise NotImplementedError("tilepipe.attention: seqused_k, page_table and num_splits are for torch.Tensor and "
+                                  "NumPy arrays (not JAX yet)")
     return attention(q, k, v, causal=causal, softmax_scale=softmax_scale, window_size=window_size,
                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
                      max_seqlen_k=max_seqlen_k, return_lse=return_lse)
