@@ -5,7 +5,7 @@ into one table.
   python3 bench/attention_table.py RUN.json... [--json SUMMARY.json] [--ours tilepipe]
 
 Per configuration and implementation: the median over rounds of median_ms, the TFLOP/s of that
-(FLOPs = 4*b*hq*sq*sk*d, halved when causal), and ratio = TFLOP/s of tilepipe (the best of the impls
+(FLOPs = 4*b*hq*sq*sk*d, halved when causal; 2.5 times that with --backward), and ratio = TFLOP/s of tilepipe (the best of the impls
 named --ours or starting with it) / TFLOP/s of the best peer: > 1 means tilepipe is faster.
 A cell reads "ms / TFLOP/s"; "—" where an implementation has no row, "err" where it only failed;
 "(ran f16)" where the implementation ran another dtype; "!" marks a failed correctness check in some round.
@@ -32,6 +32,7 @@ def main():
     ap.add_argument("files", nargs="+")
     ap.add_argument("--json", help="write the summary here")
     ap.add_argument("--ours", default="tilepipe")
+    ap.add_argument("--backward", action="store_true", help="the runs time the backward (FLOPs 2.5 x the forward's)")
     a = ap.parse_args()
     runs, gpus, used = {}, [], []  # runs: config key -> impl -> {"ms": [...], "errors": [...], "checks": [...]}
     for path in a.files:
@@ -70,7 +71,7 @@ def main():
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for k, by_impl in runs.items():
         c = dict(zip(KEYS, k))
-        f = flops(c)
+        f = flops(c) * (2.5 if a.backward else 1)
         row = dict(c, flops=f, impls={})
         cells = []
         for i in impls:
@@ -107,7 +108,7 @@ def main():
 
     gm = geomean([r["ratio"] for r in summary if r["ratio"]])
     gm_peer = {p: geomean([r["ratio_per_peer"][p] for r in summary if p in r["ratio_per_peer"]]) for p in peers}
-    print(f"Attention forward, {', '.join(map(str, gpus)) or 'no GPU named'}; {len(used)} files; medians over rounds.\n")
+    print(f"Attention {'backward' if a.backward else 'forward'}, {', '.join(map(str, gpus)) or 'no GPU named'}; {len(used)} files; medians over rounds.\n")
     print("\n".join(lines))
     n = sum(1 for r in summary if r["ratio"])
     print(f"\n{a.ours} / best peer, geometric mean over {n} configurations: " + (f"{gm:.3f}" if gm else "—"))

@@ -3,15 +3,25 @@
 // bench/attention_table.py can put them side by side: batches of 10 calls between CUDA
 // events, 3 warm-up batches, the median of 15, inputs rotated through enough sets to
 // exceed 200 MB (L2 holds none of them). FLOPs: 4 b hq sq sk d, halved when causal.
-//   bench_attention --shapes bench/attention_shapes.txt --json out.json [--only N]
+//   bench_attention --shapes bench/attention_shapes.txt --json out.json [--only N] [--pages 0,16,128]
+// --pages: page sizes to run each decode row (sq <= 16) and each chunked-prefill row (sq < sk:
+// a chunk of queries against a longer cache) with, 0 for the unpaged cache (the default, and
+// the only choice for rows with sq = sk): a paged row reads K and V as pages of a pool in a
+// shuffled order through attention_options::page_table (every sequence uses all sk keys:
+// seqused_k = sk; any Sq then runs the decode kernel) and is named tilepipe-paged<N> in the
+// JSON, beside tilepipe. Every decode row also prints the bytes of K and V per second (the
+// HBM-bound rate to compare with a device-to-device copy).
 // Built once per KV block choice: TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256 and TP_ATTN_N128_MASKED
 // (default: the library's).
 #include <tilepipe/kernels/attention.cuh>
 
 #include "bench_util.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <numeric>
+#include <random>
 #include <sstream>
 
 #ifdef TP_ATTN_N64
@@ -44,20 +54,38 @@ std::vector<config> read_shapes(const char* path, int only) {
   return out;
 }
 
+/// page: 0 for K and V as [b, sk, hkv, d]; else pages of that many keys, [b * ceil(sk /
+/// page), page, hkv, d], each sequence's scattered over the pool by a shuffled page table.
 template <class T>
-std::string run(const tp::device& dev, const config& c) {
-  const long long set_bytes = (2 * c.b * c.sq * c.hq + 2 * c.b * c.sk * c.hkv) * c.d * 2;
+std::string run(const tp::device& dev, const config& c, int page) {
+  const long long pages_per_seq = page ? (c.sk + page - 1) / page : 0, num_pages = c.b * pages_per_seq;
+  const long long kv_rows = page ? num_pages * page : c.b * c.sk;  // per head, K or V
+  const long long set_bytes = (2 * c.b * c.sq * c.hq + 2 * kv_rows * c.hkv) * c.d * 2;
   const int sets = static_cast<int>(std::min<long long>(8, std::max<long long>(1, (200LL << 20) / set_bytes + 1)));
   std::vector<tp::tensor<T, 4>> q, k, v, o;
   for (int s = 0; s < sets; ++s) {
     q.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 4 * s));
-    k.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 1));
-    v.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 2));
+    if (page) {
+      k.push_back(bench::random_tensor<T, 4>(dev, {num_pages, page, c.hkv, c.d}, 4 * s + 1));
+      v.push_back(bench::random_tensor<T, 4>(dev, {num_pages, page, c.hkv, c.d}, 4 * s + 2));
+    } else {
+      k.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 1));
+      v.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 2));
+    }
     o.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
   }
+  std::vector<int> pool(static_cast<std::size_t>(num_pages));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(7));
+  const auto table = tp::tensor<int, 1>::from_host(dev, {std::max(num_pages, 1LL)}, num_pages ? pool : std::vector<int>{0});
+  const auto used = tp::tensor<int, 1>::from_host(dev, {c.b}, std::vector<int>(c.b, static_cast<int>(c.sk)));
   // A split-KV workspace, so that decode rows split as the kernel chooses.
   const tp::partials_buffer partials(dev, tp::attention_partial_slots(dev), tp::attention_partial_floats(c.d));
-  const tp::attention_options opt{.causal = c.causal != 0, .partials = partials.ref()};
+  tp::attention_options opt{.causal = c.causal != 0, .partials = partials.ref()};
+  if (page) {
+    opt.seqused_k = used.data(), opt.page_table = table.data();
+    opt.max_pages_per_seq = static_cast<int>(pages_per_seq);
+  }
   auto call = [&](int s) { tp::attention_forward<T, blocks>(dev, q[s], k[s], v[s], o[s], opt); };
   bench::batch_timer timer;
   for (int i = 0; i < 3; ++i) timer.per_call(call, 10 * i, 10, sets);
@@ -65,11 +93,17 @@ std::string run(const tp::device& dev, const config& c) {
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
   const double flops = 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
-  std::printf("tilepipe[%d] b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n", c.d == 64 ? blocks::n<64> : c.d == 128 ? (c.causal ? blocks::n<128, true> : blocks::n<128>) : blocks::n<256>, c.b, c.sq,
-              c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str(), med, flops / (med * 1e-3) / 1e12);
+  const double kv_gbps = 2.0 * c.b * c.sk * c.hkv * c.d * sizeof(T) / (med * 1e-3) / 1e9;  // K and V, each read once
+  std::printf("tilepipe[%d]%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s",
+              c.d == 64 ? blocks::n<64> : c.d == 128 ? (c.causal ? blocks::n<128, true> : blocks::n<128>) : blocks::n<256>,
+              page ? (" page " + std::to_string(page)).c_str() : "", c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal,
+              c.dtype.c_str(), med, flops / (med * 1e-3) / 1e12);
+  if (c.sq <= tp::attention_decode_max_seqlen_q) std::printf("  K+V %.0f GB/s", kv_gbps);
+  std::printf("\n");
   std::fflush(stdout);
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f", med, flops / (med * 1e-3) / 1e12);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f, \"kv_gbps\": %.1f", med,
+                flops / (med * 1e-3) / 1e12, kv_gbps);
   return buf;
 }
 
@@ -78,10 +112,16 @@ std::string run(const tp::device& dev, const config& c) {
 int main(int argc, char** argv) {
   const char *shapes = "bench/attention_shapes.txt", *json = nullptr;
   int only = 0;
+  std::vector<int> pages{0};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];
     else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
     else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--pages")) {
+      pages.clear();
+      std::istringstream list(argv[i + 1]);
+      for (std::string p; std::getline(list, p, ',');) pages.push_back(std::atoi(p.c_str()));
+    }
   }
   const auto dev = tp::device::open();
   if (!dev.is_gpu()) {
@@ -89,21 +129,24 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::string> rows;
-  for (const config& c : read_shapes(shapes, only)) {
-    std::string r;
-    try {
-      r = c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
-    } catch (const tp::error& e) {
-      std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());
-      r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+  for (const config& c : read_shapes(shapes, only))
+    for (int page : pages) {
+      if (page && c.sq > tp::attention_decode_max_seqlen_q && c.sq >= c.sk) continue;  // paged: decode, chunks
+      std::string r;
+      try {
+        r = c.dtype == "f16" ? run<tp::f16>(dev, c, page) : run<tp::bf16>(dev, c, page);
+      } catch (const tp::error& e) {
+        std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());
+        r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+      }
+      const std::string impl = page ? "tilepipe-paged" + std::to_string(page) : "tilepipe";
+      char head[300];
+      std::snprintf(head, sizeof head,
+                    "{\"impl\": \"%s\", \"b\": %lld, \"sq\": %lld, \"sk\": %lld, \"hq\": %lld, \"hkv\": %lld, "
+                    "\"d\": %lld, \"causal\": %d, \"dtype\": \"%s\", ",
+                    impl.c_str(), c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str());
+      rows.push_back(head + r + "}");
     }
-    char head[256];
-    std::snprintf(head, sizeof head,
-                  "{\"impl\": \"tilepipe\", \"b\": %lld, \"sq\": %lld, \"sk\": %lld, \"hq\": %lld, \"hkv\": %lld, "
-                  "\"d\": %lld, \"causal\": %d, \"dtype\": \"%s\", ",
-                  c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str());
-    rows.push_back(head + r + "}");
-  }
   if (json) bench::write_results(json, dev, rows);
   return 0;
 }

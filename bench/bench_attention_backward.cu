@@ -6,6 +6,7 @@
 // convention), 10 b hq sq sk d, halved when causal.
 //   bench_attention_backward --shapes bench/attention_shapes.txt --only 2    # d128 16k, non-causal and causal
 //   bench_attention_backward --shapes bench/attention_shapes.txt --json out.json
+//   bench_attention_backward --shapes ... --modes 1,0     # deterministic (1) and the single pass (0), alternating
 #include <tilepipe/kernels/attention.cuh>
 #include <tilepipe/kernels/attention_backward.cuh>
 
@@ -37,14 +38,16 @@ std::vector<config> read_shapes(const char* path, int only) {
 }
 
 template <class T>
-std::string run(const tp::device& dev, const config& c) {
+std::string run(const tp::device& dev, const config& c, bool deterministic) {
   // Per set: q, o, d_o, dq (sq rows of hq heads) and k, v, dk, dv (sk rows of hkv heads).
   const long long set_bytes = (4 * c.b * c.sq * c.hq + 4 * c.b * c.sk * c.hkv) * c.d * 2;
   const int sets = static_cast<int>(std::min<long long>(8, std::max<long long>(1, (200LL << 20) / set_bytes + 1)));
   std::vector<tp::tensor<T, 4>> q, k, v, o, d_o, dq, dk, dv;
   std::vector<tp::tensor<float, 3>> lse;
   tp::tensor<float, 1> workspace(dev, {c.b * c.hq * c.sq});
-  const tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data()};
+  tp::tensor<float, 1> dq_workspace(dev, {deterministic ? 1 : c.b * c.sq * c.hq * c.d});
+  const tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data(),
+                                           .deterministic = deterministic, .dq_workspace = dq_workspace.data()};
   for (int s = 0; s < sets; ++s) {
     q.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 5 * s));
     k.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 5 * s + 1));
@@ -66,8 +69,9 @@ std::string run(const tp::device& dev, const config& c) {
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
   const double flops = 2.5 * 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
-  std::printf("tilepipe backward b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n",
-              c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str(), med, flops / (med * 1e-3) / 1e12);
+  std::printf("tilepipe backward%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n",
+              deterministic ? "" : " (single pass)", c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str(), med,
+              flops / (med * 1e-3) / 1e12);
   std::fflush(stdout);
   char buf[160];
   std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f", med, flops / (med * 1e-3) / 1e12);
@@ -79,10 +83,16 @@ std::string run(const tp::device& dev, const config& c) {
 int main(int argc, char** argv) {
   const char *shapes = "bench/attention_shapes.txt", *json = nullptr;
   int only = 0;
+  std::vector<bool> modes{true};  // deterministic or not, per row
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];
     else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
     else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--modes")) {
+      modes.clear();
+      std::istringstream list(argv[i + 1]);
+      for (std::string m; std::getline(list, m, ',');) modes.push_back(std::atoi(m.c_str()) != 0);
+    }
   }
   const auto dev = tp::device::open();
   if (!dev.is_gpu()) {
@@ -90,21 +100,23 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::vector<std::string> rows;
-  for (const config& c : read_shapes(shapes, only)) {
-    std::string r;
-    try {
-      r = c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
-    } catch (const tp::error& e) {
-      std::printf("tilepipe backward %s: %s\n", c.dtype.c_str(), e.what());
-      r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+  for (const config& c : read_shapes(shapes, only))
+    for (const bool deterministic : modes) {
+      std::string r;
+      try {
+        r = c.dtype == "f16" ? run<tp::f16>(dev, c, deterministic) : run<tp::bf16>(dev, c, deterministic);
+      } catch (const tp::error& e) {
+        std::printf("tilepipe backward %s: %s\n", c.dtype.c_str(), e.what());
+        r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+      }
+      char head[256];
+      std::snprintf(head, sizeof head,
+                    "{\"impl\": \"%s\", \"b\": %lld, \"sq\": %lld, \"sk\": %lld, \"hq\": %lld, "
+                    "\"hkv\": %lld, \"d\": %lld, \"causal\": %d, \"dtype\": \"%s\", ",
+                    deterministic ? "tilepipe_backward" : "tilepipe_backward_single_pass", c.b, c.sq, c.sk, c.hq,
+                    c.hkv, c.d, c.causal, c.dtype.c_str());
+      rows.push_back(head + r + "}");
     }
-    char head[256];
-    std::snprintf(head, sizeof head,
-                  "{\"impl\": \"tilepipe_backward\", \"b\": %lld, \"sq\": %lld, \"sk\": %lld, \"hq\": %lld, "
-                  "\"hkv\": %lld, \"d\": %lld, \"causal\": %d, \"dtype\": \"%s\", ",
-                  c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str());
-    rows.push_back(head + r + "}");
-  }
   if (json) bench::write_results(json, dev, rows);
   return 0;
 }

@@ -99,7 +99,7 @@ struct computed {
 template <class T>
 computed<T> run_backward(const lengths& len, int hq, int hkv, int d, mask_spec mask, bool varlen,
                          const std::vector<T>& hq_q, const std::vector<T>& h_k, const std::vector<T>& h_v,
-                         const std::vector<T>& h_do) {
+                         const std::vector<T>& h_do, bool deterministic = true) {
   const auto cu_q = prefix(len.q), cu_k = prefix(len.k);
   const int batches = static_cast<int>(len.q.size());
   const long long total_q = cu_q.back(), total_k = cu_k.back();
@@ -110,7 +110,7 @@ computed<T> run_backward(const lengths& len, int hq, int hkv, int d, mask_spec m
   const tp::attention_options fwd{.causal = mask.causal, .window_left = mask.window_left,
                                   .window_right = mask.window_right, .lse = lse.data()};
   const tp::attention_backward_options bwd{.causal = mask.causal, .window_left = mask.window_left,
-                                           .window_right = mask.window_right};
+                                           .window_right = mask.window_right, .deterministic = deterministic};
   computed<T> out;
   if (varlen) {
     auto t3 = [&](long long rows, int heads, const std::vector<T>& h) {
@@ -144,7 +144,8 @@ computed<T> run_backward(const lengths& len, int hq, int hkv, int d, mask_spec m
 
 /// Checks dQ, dK and dV against the float64 reference on fresh random inputs.
 template <class T>
-void check(const lengths& len, int hq, int hkv, int d, mask_spec mask = {}, bool varlen = false) {
+void check(const lengths& len, int hq, int hkv, int d, mask_spec mask = {}, bool varlen = false,
+           bool deterministic = true) {
   const auto cu_q = prefix(len.q), cu_k = prefix(len.k);
   const std::size_t q_values = static_cast<std::size_t>(cu_q.back()) * hq * d;
   const std::size_t k_values = static_cast<std::size_t>(cu_k.back()) * hkv * d;
@@ -152,7 +153,7 @@ void check(const lengths& len, int hq, int hkv, int d, mask_spec mask = {}, bool
   const auto h_k = test::random_values<T>(k_values, test::fresh_seed(), -2, 2);
   const auto h_v = test::random_values<T>(k_values, test::fresh_seed());
   const auto h_do = test::random_values<T>(q_values, test::fresh_seed());
-  const auto got = run_backward<T>(len, hq, hkv, d, mask, varlen, h_q, h_k, h_v, h_do);
+  const auto got = run_backward<T>(len, hq, hkv, d, mask, varlen, h_q, h_k, h_v, h_do, deterministic);
   const auto want = reference_gradients(h_q, h_k, h_v, h_do, hq, hkv, d, cu_q, cu_k,
                                         1.0 / std::sqrt(static_cast<double>(d)), mask);
   // P and dS are rounded to 16 bits for the matrix products (and O, for delta): errors of about
@@ -164,8 +165,14 @@ void check(const lengths& len, int hq, int hkv, int d, mask_spec mask = {}, bool
 }
 
 template <class T>
-void check_fixed(int b, int sq, int sk, int hq, int hkv, int d, mask_spec mask = {}) {
-  check<T>({std::vector<int>(b, sq), std::vector<int>(b, sk)}, hq, hkv, d, mask);
+void check_fixed(int b, int sq, int sk, int hq, int hkv, int d, mask_spec mask = {}, bool deterministic = true) {
+  check<T>({std::vector<int>(b, sq), std::vector<int>(b, sk)}, hq, hkv, d, mask, false, deterministic);
+}
+
+/// The single pass (deterministic = false): dQ summed by reductions in global memory.
+template <class T>
+void check_single_pass(int b, int sq, int sk, int hq, int hkv, int d, mask_spec mask = {}) {
+  check_fixed<T>(b, sq, sk, hq, hkv, d, mask, false);
 }
 
 constexpr mask_spec causal{.causal = true};
@@ -230,6 +237,31 @@ TEST(AttentionBackward, RepeatedRunsAreBitwiseIdentical) {
     return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0;
   };
   EXPECT_TRUE(same(first.dq, second.dq) && same(first.dk, second.dk) && same(first.dv, second.dv));
+}
+
+// FlashAttention-3's single pass: the dK dV kernels add dS K to an f32 dQ (split by columns
+// between the compute warpgroups at head dim 128, each warpgroup's own keys at 64); keys past a
+// sequence are masked there, as their P would reach dQ.
+TEST(AttentionBackward, SinglePassMatchesTheReference) {
+  check_single_pass<tp::bf16>(1, 200, 200, 1, 1, 64);
+  check_single_pass<tp::f16>(1, 130, 200, 1, 1, 128);
+  check_single_pass<tp::bf16>(1, 200, 65, 1, 1, 128, causal);  // rows without keys, keys past the end
+  check_single_pass<tp::bf16>(1, 65, 200, 1, 1, 64, causal);
+  check_single_pass<tp::bf16>(1, 300, 300, 1, 1, 64, {.window_left = 40, .window_right = 7});
+  check_single_pass<tp::f16>(1, 150, 270, 1, 1, 128, {.window_left = 100, .window_right = -1});
+  check_single_pass<tp::bf16>(1, 70, 150, 4, 1, 64, causal);  // MQA: four heads add to one dQ row each
+  check_single_pass<tp::f16>(1, 65, 140, 8, 2, 128);
+  check_single_pass<tp::bf16>(2, 7, 7, 1, 1, 128, causal);
+  check_single_pass<tp::bf16>(1, 300, 260, 3, 1, 64, causal);  // more tiles than CTAs
+  check_single_pass<tp::bf16>(2, 65, 0, 2, 1, 64);              // no keys: dQ = 0 from the zeroed accumulator
+  check_single_pass<tp::bf16>(2, 0, 65, 2, 1, 128);             // no query rows
+  check<tp::bf16>({{0, 1, 130, 65, 0, 7}, {5, 1, 200, 0, 3, 7}}, 2, 1, 64, causal, true, false);
+  check<tp::f16>({{200, 1, 64}, {100, 129, 1}}, 1, 1, 128, {.window_left = 20, .window_right = 10}, true, false);
+  if (test::on_gpu()) {
+    check_single_pass<tp::bf16>(2, 1000, 1000, 4, 2, 128, causal);
+    check_single_pass<tp::f16>(1, 2048, 2048, 2, 2, 64);
+    check<tp::bf16>({{1000, 0, 513, 1}, {700, 10, 2000, 1}}, 4, 1, 128, causal, true, false);
+  }
 }
 
 TEST(AttentionBackward, LargeOnTheGpu) {

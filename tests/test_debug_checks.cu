@@ -1,10 +1,12 @@
 // Index maps that break the pipeline's rules are reported, naming the spec, the step and the
 // block: a block wholly outside its array, an output block visited again after other blocks.
-// Group tables of the grouped matmul that only the device reads are reported too.
+// Group tables of the grouped matmul and the page tables of attention's KV cache, which only
+// the device reads, are reported too.
 // The interpreter always checks; the GPU build of this test has TILEPIPE_DEBUG, where a
 // failed check reports its message and traps, so every case runs in a fresh process.
 #include "test_util.hpp"
 
+#include <tilepipe/kernels/attention.cuh>
 #include <tilepipe/kernels/grouped_matmul.cuh>
 
 #include <cstdlib>
@@ -153,4 +155,22 @@ TEST_F(DebugChecks, GroupedMatmulGroupTables) {
   };
   EXPECT_REPORTED(with_counts({4, 17, 0}), "group 1 has 17 valid rows, more than the 16 rows per group of lhs");
   EXPECT_REPORTED(with_counts({-1, 3, 0}), "group 0 has -1 rows");
+}
+
+// A paged KV cache's table and lengths live on the device: the decode kernel checks them (a
+// release GPU build clips them instead: test_attention_paged).
+TEST_F(DebugChecks, AttentionPageTables) {
+  auto with_table = [](std::vector<int> used, std::vector<int> table) {
+    const auto& dev = test::dev();
+    tp::tensor<tp::bf16, 4> q(dev, {2, 1, 4, 64}), o(dev, {2, 1, 4, 64}), k(dev, {5, 16, 1, 64}), v(dev, {5, 16, 1, 64});
+    auto u = tp::tensor<int, 1>::from_host(dev, {2}, used);
+    auto t = tp::tensor<int, 1>::from_host(dev, {4}, table);
+    return test::error_of([&] {
+      tp::attention_forward<tp::bf16>(dev, q, k, v, o, {.seqused_k = u.data(), .page_table = t.data(), .max_pages_per_seq = 2});
+      (void)o.to_host();
+    });
+  };
+  EXPECT_REPORTED(with_table({20, 5}, {4, 5, 0, 9}), "page_table\\[0\\]\\[1\\] = 5, outside the 5 pages of k and v");
+  EXPECT_REPORTED(with_table({33, 5}, {4, 1, 0, 9}), "seqused_k\\[0\\] = 33 keys, outside \\[0, 32\\]");
+  EXPECT_EQ(with_table({20, 5}, {4, 1, 0, 9}), "");
 }

@@ -213,6 +213,8 @@ struct cta_option<Seq, depends_on_t<Axes...>> {
 
 template <int N, unsigned Seq, class Spec>
 struct cta_spec {  // gmem_spec: passed through
+  static_assert(!Spec::in_smem, "tilepipe: pallas_call takes tp::spec and tp::gmem_spec; a tp::gathered_spec needs a "
+                                "kernel that calls emit_pipeline itself");
   using type = Spec;
   TP_HD static type make(const Spec& s, const int (&)[N]) { return s; }
 };

@@ -8,6 +8,7 @@
 // (illegal in a CUDA-graph capture); the kernels clip what they read from them.
 #include "ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -145,7 +146,7 @@ const std::int32_t* host_ints(const tensor_arg& t) {
 }  // namespace
 
 void check(attention_args& a) {
-  const char* op = "tilepipe.attention";
+  const char* op = a.op;
   const bool varlen = a.cu_seqlens_q.present() || a.cu_seqlens_k.present();
   const int rank = varlen ? 3 : 4;
   const char* layout = varlen ? "[total, heads, head_dim] with cu_seqlens" : "[batch, seqlen, heads, head_dim]";
@@ -154,7 +155,8 @@ void check(attention_args& a) {
          a.cu_seqlens_q.present() ? "cu_seqlens_q" : "cu_seqlens_k");
   for (tensor_arg* t : {&a.q, &a.k, &a.v, &a.out}) require_rank(op, *t, rank, layout);
   require_16bit(op, a.q), require_16bit(op, a.k, &a.q), require_16bit(op, a.v, &a.q), require_16bit(op, a.out, &a.q);
-  require_same_device(op, {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.cu_seqlens_q, &a.cu_seqlens_k});
+  require_same_device(op, {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.seqused_k,
+                           &a.page_table, &a.partials, &a.partial_flags});
   const int h = rank - 2, d = rank - 1;  // the heads' and the head dim's dimension
   const std::int64_t D = a.q.shape[d], hq = a.q.shape[h], hkv = a.k.shape[h];
   if (D != 64 && D != 128 && D != 256)
@@ -175,9 +177,38 @@ void check(attention_args& a) {
     fail("%s: q has %lld heads, which is not a multiple of k's and v's %lld (grouped-query attention needs "
          "heads_q %% heads_kv == 0)",
          op, static_cast<long long>(hq), static_cast<long long>(hkv));
-  if (!varlen && a.k.shape[0] != a.q.shape[0])
+  const bool paged = a.page_table.present();
+  if (!varlen && !paged && a.k.shape[0] != a.q.shape[0])
     fail("%s: q has batch %lld but k and v have %lld", op, static_cast<long long>(a.q.shape[0]),
          static_cast<long long>(a.k.shape[0]));
+  if (a.seqused_k.present() || paged) {
+    if (varlen)
+      fail<unsupported_error>("%s: seqused_k / page_table with cu_seqlens is not supported from Python yet; pass q "
+                              "as [batch, seqlen_q, heads, head_dim]", op);
+    if (!a.seqused_k.present()) fail("%s: page_table needs seqused_k (the keys each sequence uses)", op);
+    require_int32_vector(op, a.seqused_k, a.q.shape[0], "one per sequence of q");
+    if (paged) {
+      require_type(op, a.page_table, dtype::i32);
+      if (a.page_table.rank != 2 || a.page_table.shape[0] != a.q.shape[0] || a.page_table.shape[1] < 1)
+        fail("%s: page_table must be int32 [batch, max_pages_per_seq] with batch = %lld, got shape %s", op,
+             static_cast<long long>(a.q.shape[0]), a.page_table.shape_text().c_str());
+      if (a.page_table.stride[1] != 1 && a.page_table.shape[1] > 1)
+        fail("%s: page_table's rows must be contiguous (stride 1 along pages)", op);
+      const std::int64_t page = a.k.shape[1];
+      if (page < 16 || page > 256 || (page & (page - 1)) != 0)
+        fail("%s: the page size (k's second dimension, %lld) must be a power of two from 16 to 256", op,
+             static_cast<long long>(page));
+    }
+  }
+  if (a.num_splits < 0 || a.num_splits > 64) fail("%s: num_splits must be 0 (choose) to 64, got %d", op, a.num_splits);
+  if (a.partials.present()) {
+    require_type(op, a.partials, dtype::f32), require_type(op, a.partial_flags, dtype::i32);
+    if (a.partials.rank != 2 || a.partial_flags.rank != 1 || a.partial_flags.shape[0] != a.partials.shape[0] ||
+        a.partials.shape[1] % 4 != 0 || a.partials.stride[1] != 1 || a.partials.stride[0] != a.partials.shape[1])
+      fail("%s: the split-KV workspace must be contiguous float32 [slots, slot_floats] (slot_floats a multiple of "
+           "4) with int32 [slots] flags, got %s and %s",
+           op, a.partials.shape_text().c_str(), a.partial_flags.shape_text().c_str());
+  }
   for (int i = 0; i < rank; ++i)
     if (a.out.shape[i] != a.q.shape[i])
       fail("%s: out must have q's shape %s, got %s", op, a.q.shape_text().c_str(), a.out.shape_text().c_str());
@@ -239,6 +270,51 @@ void check(attention_args& a) {
                                       (a.lse.stride[0] == a.lse.shape[1] * inner || a.lse.shape[0] == 1);
     else contiguous = contiguous && (a.lse.stride[0] == inner || a.lse.shape[0] == 1);
     if (!contiguous) fail("%s: lse must be contiguous", op);
+  }
+}
+
+void check(attention_backward_args& a) {
+  attention_args& f = a.forward;
+  f.op = "tilepipe.attention_backward";
+  const char* op = f.op;
+  if (!f.lse.present()) fail("%s: lse (the forward's log-sum-exp) is required", op);
+  check(f);
+  const bool varlen = f.cu_seqlens_q.present();
+  const int rank = varlen ? 3 : 4;
+  const std::int64_t D = f.q.shape[rank - 1];
+  if (D != 64 && D != 128)
+    fail<unsupported_error>("%s: head dim %lld is not supported by the backward (64 or 128; the forward also has 256)",
+                            op, static_cast<long long>(D));
+  for (tensor_arg* t : {&a.d_out, &a.dq, &a.dk, &a.dv}) require_rank(op, *t, rank, "the shape of q (d_out, dq) or k (dk, dv)");
+  require_16bit(op, a.d_out, &f.q), require_16bit(op, a.dq, &f.q), require_16bit(op, a.dk, &f.q), require_16bit(op, a.dv, &f.q);
+  require_same_device(op, {&f.q, &a.d_out, &a.dq, &a.dk, &a.dv, &a.workspace});
+  for (int i = 0; i < rank; ++i) {
+    for (const tensor_arg* t : {&a.d_out, &a.dq})
+      if (t->shape[i] != f.q.shape[i])
+        fail("%s: %s must have q's shape %s, got %s", op, t->name, f.q.shape_text().c_str(), t->shape_text().c_str());
+    for (const tensor_arg* t : {&a.dk, &a.dv})
+      if (t->shape[i] != f.k.shape[i])
+        fail("%s: %s must have k's shape %s, got %s", op, t->name, f.k.shape_text().c_str(), t->shape_text().c_str());
+  }
+  for (tensor_arg* t : {&a.d_out, &a.dq, &a.dk, &a.dv}) require_tma_layout(op, *t);
+  if (!a.workspace.present()) fail("%s: workspace (float32, lse's size) is required", op);
+  require_type(op, a.workspace, dtype::f32);
+  if (a.workspace.numel() != f.lse.numel() ||
+      (a.workspace.numel() > 1 && a.workspace.stride[a.workspace.rank - 1] != 1))
+    fail("%s: workspace must be a contiguous float32 array of lse's %lld elements, got shape %s", op,
+         static_cast<long long>(f.lse.numel()), a.workspace.shape_text().c_str());
+  if (varlen) {
+    if (const std::int32_t* ck = host_ints(f.cu_seqlens_k)) {
+      int longest = 0;
+      for (std::int64_t b = 1; b < f.cu_seqlens_k.shape[0]; ++b) longest = std::max(longest, ck[b] - ck[b - 1]);
+      if (a.max_seqlen_k < 0) a.max_seqlen_k = longest;
+      else if (longest > a.max_seqlen_k)
+        fail("%s: sequence lengths in cu_seqlens_k reach %d, more than max_seqlen_k = %d", op, longest, a.max_seqlen_k);
+    } else if (a.max_seqlen_k < 0) {
+      fail("%s: max_seqlen_k is required with cu_seqlens_k on a GPU (tilepipe does not read device memory on the "
+           "host: that would synchronise the stream)",
+           op);
+    }
   }
 }
 
@@ -362,6 +438,9 @@ namespace tilepipe::python {
 
 // One launcher per element type (kernels.cu); check() has made sure the type is one of two.
 void run(const attention_args& a) { a.q.type == dtype::bf16 ? run_attention_bf16(a) : run_attention_f16(a); }
+void run(const attention_backward_args& a) {
+  a.forward.q.type == dtype::bf16 ? run_attention_backward_bf16(a) : run_attention_backward_f16(a);
+}
 void run(const grouped_mm_args& a) { a.a.type == dtype::bf16 ? run_grouped_mm_bf16(a) : run_grouped_mm_f16(a); }
 void run(const matmul_args& a) { a.a.type == dtype::bf16 ? run_matmul_bf16(a) : run_matmul_f16(a); }
 void run(const quantize_args& a) { a.x.type == dtype::bf16 ? run_quantize_bf16(a) : run_quantize_f16(a); }

@@ -260,6 +260,18 @@ NB_MODULE(_C, m) {
         }
       },
       "Lets the extension read torch.Tensor arguments directly (tilepipe._torch calls it).");
+  m.def(
+      "attention_split_workspace",
+      [](nb::handle q, int head_dim) {
+        call_tensors take;
+        const tensor_arg t = take(q, "q");
+        if (t.on_gpu && !built_with_cuda())
+          throw unsupported_error("tilepipe: this build has no GPU kernels (nvcc was not found when it was built)");
+        const split_workspace_shape w = attention_split_workspace(t, head_dim);
+        return std::make_pair(w.slots, static_cast<long long>(w.slot_floats));
+      },
+      nb::arg("q"), nb::arg("head_dim"),
+      "(slots, slot_floats) of the split-KV workspace attention's decode path takes on q's device.");
   m.def("torch_exchange_api", [] { return torch_types.exchange != nullptr; },
         "Whether torch.Tensor arguments are read through DLPack's C exchange table (PyTorch 2.10+).");
 
@@ -267,7 +279,9 @@ NB_MODULE(_C, m) {
   // placeholders too and launches nothing: tilepipe.jax and the fake kernels call it at trace time).
   auto attention = [](bool launch_it, nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
                       nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int max_seqlen_q, float softmax_scale,
-                      bool causal, int window_left, int window_right, std::uintptr_t stream, bool uint16_is_bf16) {
+                      bool causal, int window_left, int window_right, std::uintptr_t stream, bool uint16_is_bf16,
+                      nb::handle seqused_k, nb::handle page_table, int num_splits, nb::handle partials,
+                      nb::handle partial_flags) {
     call_tensors take;
     take.uint16_is_bf16 = uint16_is_bf16;
     attention_args a;
@@ -275,9 +289,31 @@ NB_MODULE(_C, m) {
     a.cu_seqlens_q = take(cu_seqlens_q, "cu_seqlens_q"), a.cu_seqlens_k = take(cu_seqlens_k, "cu_seqlens_k");
     a.max_seqlen_q = max_seqlen_q, a.softmax_scale = softmax_scale, a.causal = causal;
     a.window_left = window_left, a.window_right = window_right, a.stream = as_stream(stream);
+    a.seqused_k = take(seqused_k, "seqused_k"), a.page_table = take(page_table, "page_table");
+    a.num_splits = num_splits;
+    a.partials = take(partials, "split-KV workspace"), a.partial_flags = take(partial_flags, "split-KV flags");
     if (launch_it) launch(a, a.q);
     else check(a);
     return a.max_seqlen_q;
+  };
+  auto attention_backward = [](bool launch_it, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
+                               nb::handle d_out, nb::handle lse, nb::handle dq, nb::handle dk, nb::handle dv,
+                               nb::handle workspace, nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int max_seqlen_q,
+                               int max_seqlen_k, float softmax_scale, bool causal, int window_left, int window_right,
+                               std::uintptr_t stream, bool uint16_is_bf16) {
+    call_tensors take;
+    take.uint16_is_bf16 = uint16_is_bf16;
+    attention_backward_args a;
+    attention_args& f = a.forward;
+    f.q = take(q, "q"), f.k = take(k, "k"), f.v = take(v, "v"), f.out = take(out, "out"), f.lse = take(lse, "lse");
+    f.cu_seqlens_q = take(cu_seqlens_q, "cu_seqlens_q"), f.cu_seqlens_k = take(cu_seqlens_k, "cu_seqlens_k");
+    f.max_seqlen_q = max_seqlen_q, f.softmax_scale = softmax_scale, f.causal = causal;
+    f.window_left = window_left, f.window_right = window_right, f.stream = as_stream(stream);
+    a.d_out = take(d_out, "d_out"), a.dq = take(dq, "dq"), a.dk = take(dk, "dk"), a.dv = take(dv, "dv");
+    a.workspace = take(workspace, "workspace");
+    a.max_seqlen_k = max_seqlen_k;
+    if (launch_it) launch(a, f.q);
+    else check(a);
   };
   auto grouped_mm = [](bool launch_it, nb::handle a_, nb::handle b, nb::handle out, nb::handle table, bool masked,
                        std::uintptr_t stream, bool uint16_is_bf16, bool jax_names) {
@@ -317,13 +353,32 @@ NB_MODULE(_C, m) {
     m.def((std::string("attention") + suffix).c_str(),
           [attention, launch_it](nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
                                  nb::handle cu_q, nb::handle cu_k, int max_seqlen_q, float scale, bool causal, int wl,
-                                 int wr, std::uintptr_t stream, bool bf16) {
-            return attention(launch_it, q, k, v, out, lse, cu_q, cu_k, max_seqlen_q, scale, causal, wl, wr, stream, bf16);
+                                 int wr, std::uintptr_t stream, bool bf16, nb::handle seqused_k, nb::handle page_table,
+                                 int num_splits, nb::handle partials, nb::handle partial_flags) {
+            return attention(launch_it, q, k, v, out, lse, cu_q, cu_k, max_seqlen_q, scale, causal, wl, wr, stream, bf16,
+                             seqused_k, page_table, num_splits, partials, partial_flags);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(),
           nb::arg("cu_seqlens_k").none(), nb::arg("max_seqlen_q"), nb::arg("softmax_scale"), nb::arg("causal"),
           nb::arg("window_left"), nb::arg("window_right"), nb::arg("stream"), nb::arg("uint16_is_bf16"),
+          nb::arg("seqused_k").none() = nb::none(), nb::arg("page_table").none() = nb::none(), nb::arg("num_splits") = 0,
+          nb::arg("partials").none() = nb::none(), nb::arg("partial_flags").none() = nb::none(),
           "Writes attention(q, k, v) into out (and lse); returns max_seqlen_q (found from host offsets when -1).");
+    m.def((std::string("attention_backward") + suffix).c_str(),
+          [attention_backward, launch_it](nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle d_out,
+                                          nb::handle lse, nb::handle dq, nb::handle dk, nb::handle dv,
+                                          nb::handle workspace, nb::handle cu_q, nb::handle cu_k, int max_sq,
+                                          int max_sk, float scale, bool causal, int wl, int wr, std::uintptr_t stream,
+                                          bool bf16) {
+            attention_backward(launch_it, q, k, v, out, d_out, lse, dq, dk, dv, workspace, cu_q, cu_k, max_sq, max_sk,
+                               scale, causal, wl, wr, stream, bf16);
+          },
+          nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("d_out"), nb::arg("lse"), nb::arg("dq"),
+          nb::arg("dk"), nb::arg("dv"), nb::arg("workspace"), nb::arg("cu_seqlens_q").none(),
+          nb::arg("cu_seqlens_k").none(), nb::arg("max_seqlen_q"), nb::arg("max_seqlen_k"), nb::arg("softmax_scale"),
+          nb::arg("causal"), nb::arg("window_left"), nb::arg("window_right"), nb::arg("stream"),
+          nb::arg("uint16_is_bf16"),
+          "Writes the gradients of attention(q, k, v) (whose output is out and LSE lse) for d_out into dq, dk, dv.");
     m.def((std::string("grouped_mm") + suffix).c_str(),
           [grouped_mm, launch_it](nb::handle a, nb::handle b, nb::handle out, nb::handle table, bool masked,
                                   std::uintptr_t stream, bool bf16, bool jax_names) {

@@ -5,6 +5,7 @@
 #include "ops.hpp"
 
 #include <tilepipe/kernels/attention.cuh>
+#include <tilepipe/kernels/attention_backward.cuh>
 #include <tilepipe/kernels/grouped_matmul.cuh>
 #include <tilepipe/kernels/matmul.cuh>
 #include <tilepipe/kernels/quantize.cuh>
@@ -67,6 +68,13 @@ void TILEPIPE_PY_ENTRY(const attention_args& a) {
   opt.window_right = a.window_right;
   opt.lse = a.lse.present() ? static_cast<float*>(a.lse.data) : nullptr;
   opt.stream = a.stream;
+  opt.seqused_k = static_cast<const int*>(a.seqused_k.data);
+  opt.page_table = static_cast<const int*>(a.page_table.data);
+  opt.max_pages_per_seq = a.page_table.present() ? static_cast<int>(a.page_table.shape[1]) : 0;
+  opt.num_splits = a.num_splits;
+  if (a.partials.present())
+    opt.partials = {static_cast<float*>(a.partials.data), static_cast<unsigned*>(a.partial_flags.data),
+                    static_cast<int>(a.partials.shape[0]), a.partials.shape[1]};
   on_device(a.q, [&](const device& dev) {
     if (a.cu_seqlens_q.present()) {
       const int batch = static_cast<int>(a.cu_seqlens_q.shape[0] - 1);
@@ -76,6 +84,31 @@ void TILEPIPE_PY_ENTRY(const attention_args& a) {
                                   static_cast<const int*>(a.cu_seqlens_k.data), batch, a.max_seqlen_q, opt);
     } else {
       attention_forward<T>(dev, view_of<T, 4>(a.q), view_of<T, 4>(a.k), view_of<T, 4>(a.v), view_of<T, 4>(a.out), opt);
+    }
+  });
+}
+#elif TILEPIPE_PY_KERNEL == 5  // attention backward
+void TILEPIPE_PY_ENTRY(const attention_backward_args& a) {
+  const attention_args& f = a.forward;
+  attention_backward_options opt;
+  opt.scale = f.softmax_scale;
+  opt.causal = f.causal;
+  opt.window_left = f.window_left;
+  opt.window_right = f.window_right;
+  opt.workspace = static_cast<float*>(a.workspace.data);
+  opt.stream = f.stream;
+  on_device(f.q, [&](const device& dev) {
+    if (f.cu_seqlens_q.present()) {
+      const int batch = static_cast<int>(f.cu_seqlens_q.shape[0] - 1);
+      attention_backward_varlen<T>(dev, view_of<T, 3>(f.q), view_of<T, 3>(f.k), view_of<T, 3>(f.v), view_of<T, 3>(f.out),
+                                   view_of<T, 3>(a.d_out), view_of<float, 2>(f.lse), view_of<T, 3>(a.dq),
+                                   view_of<T, 3>(a.dk), view_of<T, 3>(a.dv), static_cast<const int*>(f.cu_seqlens_q.data),
+                                   static_cast<const int*>(f.cu_seqlens_k.data), batch, f.max_seqlen_q, a.max_seqlen_k,
+                                   opt);
+    } else {
+      attention_backward<T>(dev, view_of<T, 4>(f.q), view_of<T, 4>(f.k), view_of<T, 4>(f.v), view_of<T, 4>(f.out),
+                            view_of<T, 4>(a.d_out), view_of<float, 3>(f.lse), view_of<T, 4>(a.dq), view_of<T, 4>(a.dk),
+                            view_of<T, 4>(a.dv), opt);
     }
   });
 }
@@ -121,6 +154,9 @@ void TILEPIPE_PY_ENTRY(const quantize_args& a) {
 }
 #elif TILEPIPE_PY_KERNEL == 0  // what the bindings ask of the build and the GPUs
 bool built_with_cuda() { return TP_HAS_CUDA_COMPILER; }
+split_workspace_shape attention_split_workspace(const tensor_arg& q, int head_dim) {
+  return {attention_partial_slots(device_of(q)), attention_partial_floats(head_dim)};
+}
 void prepare_gpu(int ordinal) {
   if (!TP_HAS_CUDA_COMPILER)
     throw unsupported_error("tilepipe: this build has no GPU kernels (nvcc was not found when it was built); "

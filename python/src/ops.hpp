@@ -50,6 +50,7 @@ struct unsupported_error : std::logic_error {
 };
 
 struct attention_args {
+  const char* op = "tilepipe.attention";  // the caller's name, for messages
   tensor_arg q, k, v, out, lse;          // [B, S, H, D] or varlen [total, H, D]; lse optional
   tensor_arg cu_seqlens_q, cu_seqlens_k;  // varlen: int32 [batch + 1], or absent
   int max_seqlen_q = -1;                  // varlen: bound on the query lengths (-1: none given)
@@ -57,6 +58,22 @@ struct attention_args {
   bool causal = false;
   int window_left = -1, window_right = -1;
   void* stream = nullptr;                 // cudaStream_t for GPU tensors
+  // A KV cache (FlashAttention-3's names): seqused_k int32 [batch], page_table int32
+  // [batch, max_pages] with k and v as pages [num_pages, page_size, heads, head_dim]; or absent.
+  tensor_arg seqused_k, page_table;
+  // Split-KV of the decode path: num_splits (0: the kernel's choice) and its workspace,
+  // partials f32 [slots, slot_floats] and partial_flags int32 [slots] (zero), or absent (no split).
+  int num_splits = 0;
+  tensor_arg partials, partial_flags;
+};
+
+/// The gradients of attention: the forward's arguments (out its output, lse its LSE, both
+/// required), d_out the gradient of out, and dq, dk, dv shaped as q, k, v. workspace: f32 with
+/// lse's element count (rowsum(d_out * out) per query row), contiguous.
+struct attention_backward_args {
+  attention_args forward;  // q, k, v, out, lse, the offsets, max_seqlen_q, scale, mask, stream
+  tensor_arg d_out, dq, dk, dv, workspace;
+  int max_seqlen_k = -1;  // varlen: bound on the key lengths (-1: found from host offsets)
 };
 
 struct grouped_mm_args {
@@ -85,6 +102,7 @@ struct quantize_args {
 /// argument_error naming the argument; afterwards the kernel's own checks cannot fail on
 /// the arguments.
 void check(attention_args& a);
+void check(attention_backward_args& a);
 void check(grouped_mm_args& a);
 void check(matmul_args& a);
 void check(quantize_args& a);
@@ -92,12 +110,19 @@ void check(quantize_args& a);
 /// Launch on the tensors' device: the GPU (asynchronously, on `stream`) or the interpreter.
 /// The arguments must have passed check().
 void run(const attention_args& a);
+void run(const attention_backward_args& a);
 void run(const grouped_mm_args& a);
 void run(const matmul_args& a);
 void run(const quantize_args& a);
 
 /// Whether this build has the GPU kernels (nvcc was found) besides the interpreter.
 bool built_with_cuda();
+/// The split-KV workspace the decode path needs on q's device at a head dim: slots x floats.
+struct split_workspace_shape {
+  int slots;
+  std::int64_t slot_floats;
+};
+split_workspace_shape attention_split_workspace(const tensor_arg& q, int head_dim);
 /// Makes GPU `ordinal` ready for launches (its properties and failure channel): the
 /// bindings call it outside CUDA-graph capture, at the first sight of a device.
 void prepare_gpu(int ordinal);
@@ -105,6 +130,8 @@ void prepare_gpu(int ordinal);
 // One launcher per kernel family and element type (kernels.cu, one translation unit each).
 void run_attention_bf16(const attention_args&);
 void run_attention_f16(const attention_args&);
+void run_attention_backward_bf16(const attention_backward_args&);
+void run_attention_backward_f16(const attention_backward_args&);
 void run_grouped_mm_bf16(const grouped_mm_args&);
 void run_grouped_mm_f16(const grouped_mm_args&);
 void run_matmul_bf16(const matmul_args&);

@@ -159,9 +159,10 @@ def test_tensors_on_another_gpu():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_backward_raises(device):
-    q, k, v = (x.requires_grad_() for x in qkv(device))
-    out = tilepipe.attention(q, k, v)  # the forward works with inputs that require grad
+def test_backward_raises_where_there_is_none(device):
+    a = torch.randn(64, 64, dtype=torch.bfloat16, device=device, requires_grad=True)
+    b = torch.randn(64, 64, dtype=torch.bfloat16, device=device)
+    out = tilepipe.matmul(a, b)  # the forward works with inputs that require grad
     with pytest.raises(NotImplementedError, match="no backward"):
         out.float().sum().backward()
 

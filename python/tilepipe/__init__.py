@@ -6,6 +6,7 @@ interpreter (the same kernel source, simulated). See docs/python.md.
 
     import tilepipe
     out = tilepipe.attention(q, k, v, causal=True)          # q, k, v: [batch, seqlen, heads, head_dim]
+    out.float().square().sum().backward()                   # PyTorch autograd (jax.grad for tilepipe.jax)
     y = tilepipe.grouped_mm(x, w, offs=offs)                # torch._grouped_mm's shapes
     y = tilepipe.matmul(x, w.t(), bias=b, activation="gelu")
 
@@ -15,7 +16,7 @@ FlashAttention's names: tilepipe.flash_attn_interface.flash_attn_func / flash_at
 import importlib.util as _importlib_util
 
 from . import _C
-from ._api import attention, grouped_mm, matmul, quantize_fp8
+from ._api import attention, attention_backward, grouped_mm, matmul, quantize_fp8
 
 # With PyTorch installed its operators (torch.ops.tilepipe.*) are registered at import, as
 # FlashAttention's are: torch.compile, torch.library.opcheck and code that calls the
@@ -24,7 +25,7 @@ if _importlib_util.find_spec("torch") is not None:
     from . import _torch  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["attention", "grouped_mm", "matmul", "quantize_fp8", "built_with_cuda"]
+__all__ = ["attention", "attention_backward", "grouped_mm", "matmul", "quantize_fp8", "built_with_cuda"]
 
 
 def built_with_cuda() -> bool:

@@ -33,7 +33,8 @@ def _find_frontend(x):
 
 
 def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), cu_seqlens_q=None,
-              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
+              cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False, seqused_k=None,
+              page_table=None, num_splits=0):
     """Flash attention forward: softmax(softmax_scale * q k^T + mask) v, FlashAttention's semantics.
 
     q: [batch, seqlen_q, heads_q, head_dim]; k, v: [batch, seqlen_k, heads_kv, head_dim], or packed
@@ -42,13 +43,37 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     causal: the mask aligned to the bottom right (query i sees keys j <= i + seqlen_k - seqlen_q).
     window_size: (left, right) keys around that diagonal, -1 unbounded. softmax_scale defaults
     to 1 / sqrt(head_dim). max_seqlen_q bounds the query lengths (required when cu_seqlens_q is
-    on a GPU; found from host offsets otherwise); max_seqlen_k is accepted and not needed.
+    on a GPU; found from host offsets otherwise); max_seqlen_k bounds the key lengths (needed only by
+    the backward, and only with cu_seqlens_k on a GPU).
     Returns out (q's shape and dtype), or (out, lse) with return_lse: float32 [batch, heads, seqlen_q]
     ([heads, total_q] varlen); rows that see no key give out 0 and lse -inf.
+    Differentiable for PyTorch (autograd: loss.backward() runs tilepipe.attention_backward) and
+    JAX (jax.grad through tilepipe.jax.attention), head dims 64 and 128; lse has no gradient.
+    A KV cache (FlashAttention-3's names; PyTorch and NumPy, q fixed-length): seqused_k, int32
+    [batch], the keys each sequence uses of k and v [batch, seqlen_k, heads_kv, head_dim]; with
+    page_table, int32 [batch, max_pages], k and v are pages [num_pages, page_size, heads_kv,
+    head_dim] (page_size a power of two from 16 to 256) and key j of sequence b is row
+    j % page_size of page page_table[b, j // page_size]. num_splits: the KV splits of the decode
+    path (seqlen_q <= 16, or a cache), 0 to let the kernel choose.
     """
-    del max_seqlen_k  # the kernel does not need it; accepted for FlashAttention's signature
+    if (seqused_k is None and page_table is None and num_splits == 0):
+        return _frontend_of(q).attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                                         max_seqlen_q, max_seqlen_k, return_lse)
     return _frontend_of(q).attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
-                                     max_seqlen_q, return_lse)
+                                     max_seqlen_q, max_seqlen_k, return_lse, seqused_k, page_table, int(num_splits))
+
+
+def attention_backward(d_out, q, k, v, out, lse, *, causal=False, softmax_scale=None, window_size=(-1, -1),
+                       cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
+    """The gradients (dq, dk, dv) of tilepipe.attention for d_out, the gradient of its output.
+
+    q, k, v and the mask arguments as given to the forward; out and lse its outputs (return_lse=True);
+    d_out shaped as out. dq, dk and dv have the shapes and dtype of q, k and v; with grouped-query
+    heads dk and dv sum over the query heads of each KV head. Head dims 64 and 128. Deterministic:
+    the same inputs give the same bits. PyTorch's autograd and jax.grad call this for you.
+    """
+    return _frontend_of(q).attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale, window_size,
+                                              cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
 
 
 def grouped_mm(a, b, offs=None, *, masked_m=None, out_dtype=None):

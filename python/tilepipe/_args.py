@@ -2,6 +2,20 @@
 conventions of FlashAttention and PyTorch turned into what the extension takes."""
 import math
 
+# Query rows per sequence up to which attention runs its decode kernel (kernels/attention_decode.cuh),
+# which may split the keys over CTAs and then needs a workspace.
+DECODE_MAX_SEQLEN_Q = 16
+
+
+def split_slots(default_slots, q_shape, heads_kv, num_splits):
+    """Slots of the split-KV workspace: the kernel's own choices fit default_slots; an explicit
+    num_splits needs one per (batch, KV head, 64-row tile of packed query heads) and split."""
+    if num_splits <= 1 or len(q_shape) != 4:
+        return default_slots
+    batch, sq, hq = q_shape[0], q_shape[1], q_shape[2]
+    tiles = batch * heads_kv * -(-sq * (hq // max(heads_kv, 1)) // 64)
+    return max(default_slots, tiles * num_splits)
+
 # tilepipe._C's activation codes (python/src/ops.hpp), by PyTorch's names.
 ACTIVATIONS = {None: 0, "none": 0, "relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 

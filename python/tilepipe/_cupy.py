@@ -15,7 +15,11 @@ def _stream(x):
     return cupy.cuda.get_current_stream().ptr
 
 
-def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, return_lse):
+def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              return_lse, seqused_k=None, page_table=None, num_splits=0):
+    if seqused_k is not None or page_table is not None or num_splits:
+        raise NotImplementedError("tilepipe.attention: seqused_k, page_table and num_splits are for torch.Tensor and "
+                                  "NumPy arrays (not CuPy yet)")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     left, right = _args.window(causal, window_size)
     scale = _args.softmax_scale(q.shape[-1], softmax_scale)
@@ -24,6 +28,18 @@ def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seql
     _C.attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, -1 if max_seqlen_q is None else int(max_seqlen_q),
                  scale, False, left, right, _stream(q), False)
     return (out, lse) if return_lse else out
+
+
+def attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                       max_seqlen_q, max_seqlen_k):
+    left, right = _args.window(causal, window_size)
+    scale = _args.softmax_scale(q.shape[-1], softmax_scale)
+    dq, dk, dv = cupy.empty(q.shape, q.dtype), cupy.empty(k.shape, k.dtype), cupy.empty(v.shape, v.dtype)
+    workspace = cupy.empty(lse.shape, cupy.float32)
+    _C.attention_backward(q, k, v, out, d_out, lse, dq, dk, dv, workspace, cu_seqlens_q, cu_seqlens_k,
+                          -1 if max_seqlen_q is None else int(max_seqlen_q),
+                          -1 if max_seqlen_k is None else int(max_seqlen_k), scale, False, left, right, _stream(q), False)
+    return dq, dk, dv
 
 
 def grouped_mm(a, b, offs, masked_m, out_dtype):

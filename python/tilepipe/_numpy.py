@@ -36,7 +36,8 @@ def _require_ndarray(x, name):
         raise TypeError(f"{name} must be a numpy.ndarray like the other arguments, got {type(x).__name__}")
 
 
-def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, return_lse):
+def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              return_lse, seqused_k=None, page_table=None, num_splits=0):
     for x, n in ((k, "k"), (v, "v")):
         _require_ndarray(x, n)
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
@@ -44,10 +45,29 @@ def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seql
     scale = _args.softmax_scale(q.shape[-1], softmax_scale)
     out = np.empty(q.shape, q.dtype)
     lse = np.empty(_args.lse_shape(q.shape, varlen), np.float32) if return_lse else None
+    # The interpreter's split-KV workspace is small: every call gets one (the decode path may split).
+    slots, floats = _C.attention_split_workspace(_pass(q), q.shape[-1])
+    slots = _args.split_slots(slots, q.shape, k.shape[-2], num_splits)
     _C.attention(_pass(q), _pass(k), _pass(v), _pass(out), lse, _int32(cu_seqlens_q, "cu_seqlens_q"),
                  _int32(cu_seqlens_k, "cu_seqlens_k"), -1 if max_seqlen_q is None else int(max_seqlen_q), scale,
-                 False, left, right, 0, _is_bf16(q))
+                 False, left, right, 0, _is_bf16(q), _int32(seqused_k, "seqused_k"), _int32(page_table, "page_table"),
+                 num_splits, np.empty((slots, floats), np.float32), np.zeros(slots, np.int32))
     return (out, lse) if return_lse else out
+
+
+def attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                       max_seqlen_q, max_seqlen_k):
+    for x, n in ((d_out, "d_out"), (k, "k"), (v, "v"), (out, "out"), (lse, "lse")):
+        _require_ndarray(x, n)
+    left, right = _args.window(causal, window_size)
+    scale = _args.softmax_scale(q.shape[-1], softmax_scale)
+    dq, dk, dv = np.empty(q.shape, q.dtype), np.empty(k.shape, k.dtype), np.empty(v.shape, v.dtype)
+    workspace = np.empty(lse.shape, np.float32)
+    _C.attention_backward(_pass(q), _pass(k), _pass(v), _pass(out), _pass(d_out), lse, _pass(dq), _pass(dk), _pass(dv),
+                          workspace, _int32(cu_seqlens_q, "cu_seqlens_q"), _int32(cu_seqlens_k, "cu_seqlens_k"),
+                          -1 if max_seqlen_q is None else int(max_seqlen_q),
+                          -1 if max_seqlen_k is None else int(max_seqlen_k), scale, False, left, right, 0, _is_bf16(q))
+    return dq, dk, dv
 
 
 def grouped_mm(a, b, offs, masked_m, out_dtype):

@@ -1,13 +1,16 @@
-"""PyTorch: the tilepipe::attention / grouped_mm / matmul / quantize_fp8 operators and the eager fast path.
+"""PyTorch: the tilepipe::attention / attention_backward / grouped_mm / matmul / quantize_fp8
+operators and the eager fast path.
 
 The operators are registered with torch.library (CPU and CUDA kernels, fake kernels for
-torch.compile and export, an autograd formula that says there is no backward), so
-torch.compile(fullgraph=True) keeps them in its graph and torch.library.opcheck passes.
+torch.compile and export, autograd formulas: attention's runs attention_backward, the others
+say there is no backward), so torch.compile(fullgraph=True) keeps them in its graph and
+torch.library.opcheck passes.
 Eager calls with plain tensors skip the dispatcher: the public functions call the same
 kernel function directly (the dispatcher's Python-op round trip costs several microseconds,
 as much as the launch itself), and go through the operator whenever something else is
 watching: torch.compile / export tracing, tensor subclasses (FakeTensor, DTensor) and
-inputs that require grad (so that backward raises instead of silently missing gradients).
+inputs that require grad (so that autograd records attention's backward, and the other
+operators' backward raises instead of silently missing gradients).
 
 Every launch goes to the current stream of the tensors' GPU (torch.cuda.stream(...) and
 graph capture included), into outputs allocated by PyTorch's caching allocator."""
@@ -53,16 +56,49 @@ def _direct(*tensors):
 _contiguous = torch.contiguous_format
 
 
+_split_shapes = {}  # (device, head dim) -> (slots, slot_floats) of the split-KV workspace
+
+
+def _split_workspace(q, heads_kv, num_splits):
+    """The decode path's split-KV workspace for one call: f32 slots and int32 flags that start at
+    zero (the kernel leaves them at zero), from PyTorch's allocator (graph capture included)."""
+    key = (q.device, q.shape[-1])
+    shape = _split_shapes.get(key)
+    if shape is None:
+        _stream(q)  # prepares the GPU before the extension opens it
+        shape = _split_shapes[key] = _C.attention_split_workspace(q, q.shape[-1])
+    slots = _args.split_slots(shape[0], q.shape, heads_kv, num_splits)
+    return (torch.empty((slots, shape[1]), dtype=torch.float32, device=q.device),
+            torch.zeros(slots, dtype=torch.int32, device=q.device))
+
+
 def _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
-                      return_lse):
+                      return_lse, seqused_k=None, page_table=None, num_splits=0):
     # empty_like is the cheapest allocation PyTorch has (about half of torch.empty's argument parsing).
     out = torch.empty_like(q, memory_format=_contiguous)
     lse = None
     if return_lse:
         lse = torch.empty(_args.lse_shape(q.shape, cu_seqlens_q is not None), dtype=torch.float32, device=q.device)
-    _C.attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, False, window_left,
-                 window_right, _stream(q), False)
+    rows = q.shape[1] if cu_seqlens_q is None else max_seqlen_q  # -1: varlen offsets on the host, not read yet
+    if seqused_k is None and num_splits == 0 and rows > _args.DECODE_MAX_SEQLEN_Q:
+        _C.attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, False, window_left,
+                     window_right, _stream(q), False)
+    else:  # the decode kernel may split the keys: it gets a workspace
+        partials, flags = _split_workspace(q, k.shape[-2], num_splits)
+        _C.attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, False, window_left,
+                     window_right, _stream(q), False, seqused_k, page_table, num_splits, partials, flags)
     return out, lse
+
+
+def _attention_backward_kernel(d_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               softmax_scale, window_left, window_right):
+    dq = torch.empty_like(q, memory_format=_contiguous)
+    dk = torch.empty_like(k, memory_format=_contiguous)
+    dv = torch.empty_like(v, memory_format=_contiguous)
+    workspace = torch.empty(lse.shape, dtype=torch.float32, device=q.device)  # rowsum(d_out * out) per query row
+    _C.attention_backward(q, k, v, out, d_out, lse, dq, dk, dv, workspace, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                          max_seqlen_k, softmax_scale, False, window_left, window_right, _stream(q), False)
+    return dq, dk, dv
 
 
 def _grouped_mm_kernel(a, b, table, masked):
@@ -89,22 +125,27 @@ def _quantize_fp8_kernel(x, group):
 
 _lib = torch.library.Library("tilepipe", "DEF")
 _lib.define("attention(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int max_seqlen_q, "
-            "float softmax_scale, int window_left, int window_right, bool return_lse) -> (Tensor, Tensor)")
+            "float softmax_scale, int window_left, int window_right, bool return_lse, int max_seqlen_k=-1, "
+            "Tensor? seqused_k=None, Tensor? page_table=None, int num_splits=0) -> (Tensor, Tensor)")
+_lib.define("attention_backward(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
+            "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, "
+            "int window_left, int window_right) -> (Tensor, Tensor, Tensor)")
 _lib.define("grouped_mm(Tensor a, Tensor b, Tensor table, bool masked) -> Tensor")
 _lib.define("matmul(Tensor a, Tensor b, Tensor? bias, int activation) -> Tensor")
 _lib.define("quantize_fp8(Tensor x, int group) -> (Tensor, Tensor)")
 
 
 def _attention_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
-                  return_lse):
+                  return_lse, max_seqlen_k=-1, seqused_k=None, page_table=None, num_splits=0):
     out, lse = _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left,
-                                 window_right, return_lse)
+                                 window_right, return_lse, seqused_k, page_table, num_splits)
     # An operator returns tensors: without return_lse an empty one stands for the LSE.
     return out, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
 
 for _key in ("CPU", "CUDA"):
     _lib.impl("attention", _attention_op, _key)
+    _lib.impl("attention_backward", _attention_backward_kernel, _key)
     _lib.impl("grouped_mm", _grouped_mm_kernel, _key)
     _lib.impl("matmul", _matmul_kernel, _key)
     _lib.impl("quantize_fp8", _quantize_fp8_kernel, _key)
@@ -112,9 +153,15 @@ for _key in ("CPU", "CUDA"):
 
 @torch.library.register_fake("tilepipe::attention")
 def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
-                    return_lse):
+                    return_lse, max_seqlen_k=-1, seqused_k=None, page_table=None, num_splits=0):
     shape = _args.lse_shape(q.shape, cu_seqlens_q is not None) if return_lse else (0,)
     return q.new_empty(q.shape), q.new_empty(shape, dtype=torch.float32)
+
+
+@torch.library.register_fake("tilepipe::attention_backward")
+def _attention_backward_fake(d_out, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                             softmax_scale, window_left, window_right):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 @torch.library.register_fake("tilepipe::grouped_mm")
@@ -140,15 +187,44 @@ def _no_backward(name):
     return backward
 
 
-for _name in ("attention", "grouped_mm", "matmul", "quantize_fp8"):
+for _name in ("attention_backward", "grouped_mm", "matmul", "quantize_fp8"):
     torch.library.register_autograd(f"tilepipe::{_name}", _no_backward(_name))
 
 _ops = torch.ops.tilepipe
 
 
+def _attention_setup_context(ctx, inputs, output):
+    q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right = inputs[:9]
+    max_seqlen_k = inputs[10] if len(inputs) > 10 else -1
+    ctx.over_cache = len(inputs) > 11 and inputs[11] is not None
+    out, lse = output
+    # The LSE is an output without a gradient (FlashAttention's): a loss through it sees none.
+    ctx.mark_non_differentiable(lse)
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k)
+    ctx.params = (max_seqlen_q, max_seqlen_k, softmax_scale, window_left, window_right)
+
+
+def _attention_backward(ctx, d_out, d_lse):
+    if ctx.over_cache:
+        raise NotImplementedError("tilepipe.attention has no backward over a KV cache (seqused_k / page_table): "
+                                  "a cache is for inference")
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k = ctx.saved_tensors
+    max_sq, max_sk, scale, left, right = ctx.params
+    if lse.numel() == 0 and q.numel() > 0:  # called without return_lse: the backward needs the LSE
+        out, lse = _ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, True, max_sk)
+    # d_out may be an expanded view (the gradient of a sum): the kernels read rows through TMA.
+    dq, dk, dv = _ops.attention_backward(d_out.contiguous(), q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_sq,
+                                         max_sk, scale, left, right)
+    return (dq, dk, dv) + (None,) * 11  # one per further input: offsets, lengths, scale, mask, cache, splits
+
+
+torch.library.register_autograd("tilepipe::attention", _attention_backward, setup_context=_attention_setup_context)
+
+
 # ---- the public functions' PyTorch side (tilepipe._api dispatches here) ----------------------
 
-def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, return_lse):
+def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              return_lse, seqused_k=None, page_table=None, num_splits=0):
     # The eager path is written out inline: every call here costs a tenth of a microsecond,
     # and a decode step launches this per layer (bench/python_overhead.py).
     if window_size == (-1, -1):
@@ -159,10 +235,24 @@ def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seql
     max_sq = -1 if max_seqlen_q is None else int(max_seqlen_q)
     if (not _is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
             and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))):
-        out, lse = _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, return_lse)
-    else:
-        out, lse = _ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, return_lse)
+        out, lse = _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, return_lse,
+                                     seqused_k, page_table, num_splits)
+    else:  # through the operator, with the LSE that a backward needs
+        max_sk = -1 if max_seqlen_k is None else int(max_seqlen_k)
+        out, lse = _ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, True, max_sk,
+                                  seqused_k, page_table, num_splits)
     return (out, lse) if return_lse else out
+
+
+def attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                       max_seqlen_q, max_seqlen_k):
+    left, right = _args.window(causal, window_size)
+    scale = _args.softmax_scale(q.shape[-1], softmax_scale)
+    args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, -1 if max_seqlen_q is None else int(max_seqlen_q),
+            -1 if max_seqlen_k is None else int(max_seqlen_k), scale, left, right)
+    if _direct(d_out, q, k, v, out, lse):
+        return _attention_backward_kernel(d_out, *args)
+    return _ops.attention_backward(d_out, *args)
 
 
 _full_counts = {}  # (groups, rows, device) -> int32 [groups] of rows: the batched case's masked_m

@@ -4,10 +4,13 @@ The extension's XLA FFI handlers are registered for the CPU platform (the interp
 in builds with nvcc, for CUDA (XLA's stream; command-buffer compatible, so XLA may put them
 in its CUDA graphs). Shapes and dtypes are checked at trace time with the same checks as
 the other frontends (errors name the argument); offsets in host memory are checked when the
-handler runs. There is no batching rule (vmap) and no differentiation rule: both raise.
+handler runs. attention is differentiable (a custom_vjp over tilepipe's attention backward;
+head dims 64 and 128; its lse output has no gradient); there is no batching rule (vmap), and
+grouped_mm has no differentiation rule: both raise.
 
     import jax, tilepipe.jax as tpj
     out = jax.jit(lambda q, k, v: tpj.attention(q, k, v, causal=True))(q, k, v)
+    dq, dk, dv = jax.grad(lambda q, k, v: tpj.attention(q, k, v).astype(jnp.float32).sum(), (0, 1, 2))(q, k, v)
     y = tpj.grouped_mm(lhs, rhs, group_sizes)     # jax.lax.ragged_dot's argument order
 """
 import jax
@@ -43,15 +46,18 @@ def _concrete_max_length(cu_seqlens):
 
 def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
-    """tilepipe.attention for JAX arrays (see its docstring); works under jax.jit.
-    With cu_seqlens_q traced (inside jit), max_seqlen_q must be given: it is static."""
-    del max_seqlen_k
+    """tilepipe.attention for JAX arrays (see its docstring); works under jax.jit and jax.grad.
+    With cu_seqlens_q traced (inside jit), max_seqlen_q must be given: it is static; so is
+    max_seqlen_k for the gradient with cu_seqlens_k on a GPU."""
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     left, right = _args.window(causal, window_size)
     scale = _args.softmax_scale(q.shape[-1], softmax_scale)
     if varlen and max_seqlen_q is None and cu_seqlens_q is not None:
         max_seqlen_q = _concrete_max_length(cu_seqlens_q)
+    if varlen and max_seqlen_k is None and cu_seqlens_k is not None:
+        max_seqlen_k = _concrete_max_length(cu_seqlens_k)
     max_sq = -1 if max_seqlen_q is None else int(max_seqlen_q)
+    max_sk = -1 if max_seqlen_k is None else int(max_seqlen_k)
     lse_shape = _args.lse_shape(q.shape, varlen)
     as_arg = lambda x: None if x is None else _placeholder(x)
     _C.attention_check(_placeholder(q), _placeholder(k), _placeholder(v), _placeholder(q),
@@ -59,12 +65,64 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
                        False, left, right, 0, False)
     if not varlen:  # the handler's varlen arguments, unused
         cu_seqlens_q = cu_seqlens_k = jnp.zeros((1,), jnp.int32)
+    out, lse = _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, (bool(varlen), max_sq, max_sk, scale, left, right))
+    # The LSE has no gradient (FlashAttention's): the backward ignores its cotangent, so a
+    # loss through it must see none rather than a wrong one.
+    return (out, jax.lax.stop_gradient(lse)) if return_lse else out
+
+
+def _attention_call(q, k, v, cu_seqlens_q, cu_seqlens_k, params):
+    varlen, max_sq, _, scale, left, right = params
     call = jax.ffi.ffi_call("tilepipe_attention", (jax.ShapeDtypeStruct(q.shape, q.dtype),
-                                                   jax.ShapeDtypeStruct(lse_shape, jnp.float32)))
-    out, lse = call(q, k, v, cu_seqlens_q, cu_seqlens_k, varlen=bool(varlen), max_seqlen_q=np.int32(max_sq),
-                    softmax_scale=np.float32(scale), causal=False, window_left=np.int32(left),
-                    window_right=np.int32(right))
-    return (out, lse) if return_lse else out
+                                                   jax.ShapeDtypeStruct(_args.lse_shape(q.shape, varlen), jnp.float32)))
+    return call(q, k, v, cu_seqlens_q, cu_seqlens_k, varlen=varlen, max_seqlen_q=np.int32(max_sq),
+                softmax_scale=np.float32(scale), causal=False, window_left=np.int32(left), window_right=np.int32(right))
+
+
+_attention = jax.custom_vjp(_attention_call, nondiff_argnums=(5,))
+
+
+def _attention_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, params):
+    out, lse = _attention_call(q, k, v, cu_seqlens_q, cu_seqlens_k, params)
+    return (out, lse), (q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse)
+
+
+def _attention_bwd(params, residuals, cotangents):
+    varlen, max_sq, max_sk, scale, left, right = params
+    q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse = residuals
+    d_out = cotangents[0].astype(q.dtype)
+    cu = (_placeholder(cu_seqlens_q), _placeholder(cu_seqlens_k)) if varlen else (None, None)
+    _C.attention_backward_check(_placeholder(q), _placeholder(k), _placeholder(v), _placeholder(q), _placeholder(q),
+                                _placeholder(lse), _placeholder(q), _placeholder(k), _placeholder(v),
+                                _placeholder(lse), *cu, max_sq, max_sk if not varlen or max_sk >= 0 else 0, scale,
+                                False, left, right, 0, False)
+    call = jax.ffi.ffi_call("tilepipe_attention_backward", (
+        jax.ShapeDtypeStruct(q.shape, q.dtype), jax.ShapeDtypeStruct(k.shape, k.dtype),
+        jax.ShapeDtypeStruct(v.shape, v.dtype), jax.ShapeDtypeStruct(lse.shape, jnp.float32)))
+    dq, dk, dv, _ = call(q, k, v, out, d_out, lse, cu_seqlens_q, cu_seqlens_k, varlen=varlen,
+                         max_seqlen_q=np.int32(max_sq), max_seqlen_k=np.int32(max_sk), softmax_scale=np.float32(scale),
+                         causal=False, window_left=np.int32(left), window_right=np.int32(right))
+    return dq, dk, dv, None, None
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def attention_backward(d_out, q, k, v, out, lse, *, causal=False, softmax_scale=None, window_size=(-1, -1),
+                       cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
+    """tilepipe.attention_backward for JAX arrays (see its docstring): (dq, dk, dv)."""
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    left, right = _args.window(causal, window_size)
+    scale = _args.softmax_scale(q.shape[-1], softmax_scale)
+    if varlen and max_seqlen_q is None and cu_seqlens_q is not None:
+        max_seqlen_q = _concrete_max_length(cu_seqlens_q)
+    if varlen and max_seqlen_k is None and cu_seqlens_k is not None:
+        max_seqlen_k = _concrete_max_length(cu_seqlens_k)
+    if not varlen:
+        cu_seqlens_q = cu_seqlens_k = jnp.zeros((1,), jnp.int32)
+    params = (bool(varlen), -1 if max_seqlen_q is None else int(max_seqlen_q),
+              -1 if max_seqlen_k is None else int(max_seqlen_k), scale, left, right)
+    return _attention_bwd(params, (q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse), (d_out, None))[:3]
 
 
 def grouped_mm(lhs, rhs, group_sizes, *, preferred_element_type=None):
@@ -103,15 +161,26 @@ def _frontend_grouped_mm(a, b, offs, masked_m, out_dtype):
 
 
 def _frontend_attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                        return_lse):
+                        max_seqlen_k, return_lse, seqused_k=None, page_table=None, num_splits=0):
+    if seqused_k is not None or page_table is not None or num_splits:
+        raise NotImplementedError("tilepipe.attention: seqused_k, page_table and num_splits are for torch.Tensor and "
+                                  "NumPy arrays (not JAX yet)")
     return attention(q, k, v, causal=causal, softmax_scale=softmax_scale, window_size=window_size,
                      cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-                     return_lse=return_lse)
+                     max_seqlen_k=max_seqlen_k, return_lse=return_lse)
+
+
+def _frontend_attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale, window_size, cu_seqlens_q,
+                                 cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    return attention_backward(d_out, q, k, v, out, lse, causal=causal, softmax_scale=softmax_scale,
+                              window_size=window_size, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                              max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k)
 
 
 class _Frontend:
     """What tilepipe.attention / grouped_mm / matmul call with JAX arrays (tilepipe._api)."""
     attention = staticmethod(_frontend_attention)
+    attention_backward = staticmethod(_frontend_attention_backward)
     grouped_mm = staticmethod(_frontend_grouped_mm)
     matmul = staticmethod(_frontend_matmul)
 

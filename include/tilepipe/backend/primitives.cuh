@@ -107,6 +107,12 @@ TP_HD TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total)
 /// whether any of them passed true (bar.red.or): a leader's finding for the whole warpgroup.
 TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value);
 
+// ---- reductions in global memory ------------------------------------------------------
+/// Adds x and y to address[0] and address[1] (8-byte aligned) in one relaxed reduction at
+/// GPU scope (red.global.add.v2.f32): the partial sums of several CTAs meet in global memory
+/// in whatever order they arrive, so the result's last bits depend on that order.
+TP_HD TP_FORCEINLINE void reduce_add_pair(float* address, float x, float y);
+
 // ---- signals between devices -----------------------------------------------------------
 /// leader: adds `inc` to a semaphore word in global memory, this device's or a peer's (a
 /// pointer into a symmetric buffer, tp::remote): a release at system scope, so a device that

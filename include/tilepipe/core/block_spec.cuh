@@ -6,6 +6,8 @@
 // tp::multicast<c> (the block is shared by the c CTAs of a cluster), tp::manual_ready (the
 // body waits for the block itself), tp::streamed (a new block every step, never compared),
 // tp::waited_by<w> (one compute warpgroup waits for the blocks; warp-specialised inputs).
+// tp::gathered_spec<Tile>(map, box_source, opts...) is an input whose block is assembled
+// from row boxes in different places (the pages of a paged KV cache).
 // tp::gmem_spec passes an operand through in global memory (no copies; nested pipelines).
 #pragma once
 
@@ -144,6 +146,7 @@ struct block_spec {
   static constexpr bool manual_ready = option_v<manual_ready_tag, false, Opts...>;
   static constexpr int waited_by = option_v<waited_by_tag, -1, Opts...>;  // -1: every compute warpgroup
   static constexpr bool streamed_option = option_v<streamed_tag, false, Opts...>;
+  static constexpr bool gathered = false;  // tp::gathered_spec: the block's row boxes come from several places
 
   /// Grid axes the index map depends on (bit a = axis a).
   template <int GridRank>
@@ -161,6 +164,29 @@ struct block_spec {
 
   Map index_map;
 };
+
+/// An input block gathered from row boxes that lie in different places of its array
+/// (tp::gathered_spec): a paged KV cache, whose block of keys spans several pages. The
+/// index map names the block as for any spec (when it changes the pipeline takes a new
+/// slot; an affine map streams); box_source(block_index, row) returns where the block's
+/// rows [row, row + R) come from, as a block index of the array, R being the tile's
+/// box_rows<R>. All boxes land in the one slot and complete on its one ready barrier.
+template <class Tile, class Map, class Source, class... Opts>
+struct gathered_block_spec : block_spec<Tile, Map, Opts...> {
+  static_assert(!has_option_v<multicast_tag, Opts...>, "tilepipe: a gathered spec cannot be multicast");
+  static constexpr bool gathered = true;
+  Source box_source;
+};
+
+/// An input spec whose block is gathered from row boxes of the tile's box_rows<R> rows:
+///     tp::gathered_spec<kv_tile>([=](auto s) { return tp::idx(b, key0 - s * n, h, 0); },   // which block
+///                                [=](tp::index<4> blk, int row) {                           // where its rows are
+///                                  const int key = blk[1] + row;
+///                                  return tp::idx(table[key / page], key % page, h, 0); });
+template <class Tile, class Map, class Source, class... Opts>
+TP_HD constexpr gathered_block_spec<Tile, Map, Source, Opts...> gathered_spec(Map map, Source box_source, Opts...) {
+  return {{map}, box_source};
+}
 
 /// The index map of a spec without one: the whole array, block (0, ..., 0).
 template <int R>

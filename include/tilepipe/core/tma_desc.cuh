@@ -48,22 +48,38 @@ struct tma_plan {
   using block_type = typename Tile::block_type;
   static constexpr int rank = block_type::rank;
   static constexpr int max_rows = Tile::max_box_rows;  // 256 (the TMA limit) unless the tile says less
-  static constexpr bool chunk_rows = rank == 2 && block_type::dims[0].size > max_rows;
-  static constexpr int chunk = chunk_rows ? max_rows : (rank >= 2 ? block_type::dims[0].size : 1);
-  static constexpr int chunks = chunk_rows ? block_type::dims[0].size / max_rows : 1;
+  // The block's rows: its one outer dimension of more than one element (dimension 0 of a
+  // 2-D block; dimension 1 of attention's [1, n, 1, d] K and V blocks). Only a block whose
+  // other outer dimensions have one element each is cut into row boxes.
+  static constexpr int outer_dims_over_one = [] {
+    int n = 0;
+    for (int d = 0; d + 1 < rank; ++d) n += block_type::dims[d].size > 1 ? 1 : 0;
+    return n;
+  }();
+  static constexpr int row_dim = [] {
+    for (int d = 0; d + 1 < rank; ++d)
+      if (block_type::dims[d].size > 1) return d;
+    return rank >= 2 ? rank - 2 : 0;
+  }();
+  static constexpr int row_tma_dim = rank - 1 - row_dim;  // the same, in TMA order (innermost first)
+  static constexpr int row_count = rank >= 2 ? block_type::dims[row_dim].size : 1;
+  static constexpr bool chunk_rows = rank >= 2 && outer_dims_over_one == 1 && row_count > max_rows;
+  static constexpr int chunk = chunk_rows ? max_rows : row_count;
+  static constexpr int chunks = chunk_rows ? row_count / max_rows : 1;
   static constexpr int boxes = layout::panels * chunks;
 
-  static_assert(!chunk_rows || block_type::dims[0].size % max_rows == 0,
-                "tilepipe: a 2-D block taller than its TMA box (256 rows, or box_rows<R>) must be a multiple of the "
-                "box height");
-  static_assert(Tile::max_box_rows == max_tma_box || rank == 2,
-                "tilepipe: box_rows<R> applies to 2-D blocks only");
+  static_assert(!chunk_rows || row_count % max_rows == 0,
+                "tilepipe: a block taller than its TMA box (256 rows, or box_rows<R>) must be a multiple of the box "
+                "height");
+  static_assert(Tile::max_box_rows == max_tma_box || (rank >= 2 && outer_dims_over_one <= 1),
+                "tilepipe: box_rows<R> applies to blocks with one dimension of rows (2-D blocks, or blocks whose "
+                "other outer dimensions have one element each)");
 
   /// TMA box, innermost dimension first (size_at, not dims[]: a static array has no
   /// storage in device code, so a call the compiler does not fold would read nothing).
   TP_HD static constexpr int box(int tma_dim) {
     if (tma_dim == 0) return layout::panel;
-    if (tma_dim == 1 && chunk_rows) return chunk;
+    if (tma_dim == row_tma_dim && chunk_rows) return chunk;
     return block_type::size_at(rank - 1 - tma_dim);
   }
 

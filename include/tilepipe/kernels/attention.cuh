@@ -48,6 +48,17 @@ struct attention_options {
   // choose from the problem and the SMs; splits need the workspace (attention_partial_slots).
   int num_splits = 0;
   partials_ref partials{};
+  // A KV cache (FlashAttention-3's seqused_k and page_table; any Sq runs the decode kernel,
+  // chunked prefill too; varlen queries through the attention_forward_varlen overload with
+  // 4-D k and v). seqused_k: [B] ints on the device, sequence b attends to its first
+  // seqused_k[b] keys. page_table: [B, max_pages_per_seq] ints on the device (row-major); k
+  // and v are then pages [num_pages, page_size, Hkv, D] (page_size a power of two from 16 to
+  // 256) and key j of sequence b is row j % page_size of page page_table[b][j / page_size].
+  // A paged cache needs seqused_k. Lengths beyond the table and pages outside k fail in the
+  // interpreter and TILEPIPE_DEBUG builds, else are clipped (nothing outside k and v is read).
+  const int* seqused_k = nullptr;
+  const int* page_table = nullptr;
+  int max_pages_per_seq = 0;
 };
 
 /// KV block rows per head dimension: the fastest measured that fit SMEM with Q, two K and two
@@ -287,7 +298,34 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     detail::throw_formatted("attention: k and v differ in shape");
   for (int i = 0; i < 4; ++i)
     if (o.shape[i] != q.shape[i]) detail::throw_formatted("attention: o and q differ in shape (dimension %d)", i);
-  if (k.shape[0] != q.shape[0]) detail::throw_formatted("attention: q and k differ in batch size");
+  const bool paged = opt.page_table != nullptr;
+  const bool kv_cache = paged || opt.seqused_k != nullptr;
+  if (kv_cache && cu_k)
+    detail::throw_formatted("attention: seqused_k and page_table take the cache as k and v ([B, Sk, Hkv, D], or pages), "
+                            "not packed rows with cu_seqlens_k: call attention_forward, or attention_forward_varlen "
+                            "with 4-D k and v");
+  if (cu_q && !cu_k && !kv_cache)
+    detail::throw_formatted("attention: varlen queries against a 4-D k and v need seqused_k (a KV cache)");
+  if (paged) {
+    const long long page = k.shape[1];
+    if (!opt.seqused_k)
+      detail::throw_formatted("attention: page_table needs seqused_k, the keys each sequence uses (device, [B] ints)");
+    if (opt.max_pages_per_seq < 1)
+      detail::throw_formatted("attention: page_table needs max_pages_per_seq, its row length (>= 1), got %d",
+                              opt.max_pages_per_seq);
+    if (page < 16 || page > 256 || (page & (page - 1)) != 0)
+      detail::throw_formatted("attention: page size %lld (dimension 1 of the paged k and v, [num_pages, page_size, "
+                              "Hkv, D]) is not supported: a power of two from 16 to 256", page);
+    if (k.shape[0] < 1) detail::throw_formatted("attention: a paged cache needs at least one page, k has none");
+    if (static_cast<long long>(opt.max_pages_per_seq) * page > 0x7fffffffLL)
+      detail::throw_formatted("attention: max_pages_per_seq = %d pages of %lld keys is more than 2^31 keys",
+                              opt.max_pages_per_seq, page);
+  } else if (cu_q && !cu_k) {
+    if (k.shape[0] != batches)
+      detail::throw_formatted("attention: k has %lld sequences, the batch %d", k.shape[0], batches);
+  } else if (k.shape[0] != q.shape[0]) {
+    detail::throw_formatted("attention: q and k differ in batch size");
+  }
   if (opt.window_left < -1 || opt.window_right < -1)
     detail::throw_formatted("attention: window sizes are -1 (unbounded) or >= 0, got %d and %d", opt.window_left,
                             opt.window_right);
@@ -322,9 +360,13 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     return kern;
   };
   if (batches == 0 || max_sq == 0 || hq == 0) return;  // nothing to compute
-  if (max_sq <= attention_decode_max_seqlen_q)
+  // A KV cache runs on the decode kernel for any Sq (chunked prefill too: its 64-row tiles of
+  // packed heads and split-KV work for long query sequences, without the prefill kernel's
+  // two-warpgroup ping-pong; docs/design.md).
+  if (max_sq <= attention_decode_max_seqlen_q || kv_cache)
     return attention_decode(dev, q, keys, values, o, batches, max_sq, sq, sk, cu_q, cu_k,
-                            {scale, opt.window_left, right, opt.lse, opt.num_splits, opt.partials, opt.stream, opt.profile});
+                            {scale, opt.window_left, right, opt.lse, opt.num_splits, opt.partials, opt.stream, opt.profile,
+                             opt.seqused_k, opt.page_table, opt.max_pages_per_seq});
   if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, keys, values, o, opt);
   else if (d == 128 && masked) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128, true>>{}), q, keys, values, o, opt);
   else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, keys, values, o, opt);
@@ -340,6 +382,21 @@ void attention_forward(const device& dev, const tensor_view<T, 4>& q, const tens
                        const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt = {}) {
   attention_detail::run<T, Blocks>(dev, q, k, v, o, static_cast<int>(q.shape[0]), static_cast<int>(q.shape[1]),
                         static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]), nullptr, nullptr, opt);
+}
+
+/// Varlen queries against a KV cache (chunked prefill of a batch of sequences of different
+/// lengths, FlashAttention-3's varlen call with page_table): q and o [total_q, Hq, D],
+/// sequence b's queries rows [cu_q[b], cu_q[b + 1]); k and v the cache, [B, Sk, Hkv, D] with
+/// opt.seqused_k, or pages [num_pages, page_size, Hkv, D] with opt.page_table too; sequence b
+/// attends to its first seqused_k[b] keys. LSE [Hq, total_q]. Runs on the decode kernel.
+template <class T, class Blocks = attention_blocks<>>
+void attention_forward_varlen(const device& dev, const tensor_view<T, 3>& q, const tensor_view<T, 4>& k,
+                              const tensor_view<T, 4>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
+                              int batches, int max_seqlen_q, const attention_options& opt) {
+  using attention_detail::batch_of_one;
+  if (!cu_seqlens_q) detail::throw_formatted("attention: varlen needs cu_seqlens_q");
+  attention_detail::run<T, Blocks>(dev, batch_of_one(q), k, v, batch_of_one(o), batches, max_seqlen_q, 0,
+                                   static_cast<int>(k.shape[1]), cu_seqlens_q, nullptr, opt);
 }
 
 /// Attention over a batch of packed sequences (FlashAttention's varlen interface): q and o

@@ -41,7 +41,12 @@ struct attention_backward_options {
   int window_left = -1;          // -1: unbounded
   int window_right = -1;         // -1: unbounded
   float* workspace = nullptr;    // f32 scratch of lse's size for delta = rowsum(dO * O); null: allocated per call
-  void* stream = nullptr;        // cudaStream_t (GPU)
+  /// true: the three-launch schedule, every gradient summed in a fixed order (the same bits
+  /// every run). false: FlashAttention-3's single pass, dQ added by the dK dV kernels to an f32
+  /// buffer in whatever order they come (the last bits vary between runs).
+  bool deterministic = true;
+  float* dq_workspace = nullptr;  // deterministic = false: f32 scratch of q's element count; null: allocated per call
+  void* stream = nullptr;         // cudaStream_t (GPU)
 };
 
 namespace attention_backward_detail {
@@ -107,6 +112,19 @@ struct row_values {
   }
 };
 
+/// dQ's f32 accumulator of the single pass, laid out as q: [B, Sq, Hq, D], or [total_q, Hq, D]
+/// for varlen (batch 0, rows from the sequence's q0).
+struct dq_rows {
+  float* data = nullptr;
+  long long batch_stride = 0, row_stride = 0;  // elements; a head's row is D contiguous floats
+  int head_dim = 0;
+
+  /// Row `row` of the sequence, head h.
+  TP_HD float* row(const sequence& s, int h, int row) const {
+    return data + s.batch * batch_stride + (s.q0 + row) * row_stride + static_cast<long long>(h) * head_dim;
+  }
+};
+
 /// LSE in log2 units, the exponent's offset: exp(scale s - LSE) = exp2(s scale log2 e - LSE log2 e).
 /// A row that sees no key has LSE -inf and no visible element; +inf keeps exp2 at 0 (not NaN).
 TP_HD inline float lse_log2(float lse) { return lse == -INFINITY ? INFINITY : lse * 1.4426950408889634f; }
@@ -126,6 +144,7 @@ struct attention_backward_delta_kernel {
   attention_backward_detail::batch_layout batch;
   attention_backward_detail::row_values delta;
   int heads = 0;
+  attention_backward_detail::dq_rows dq_accum;  // the single pass: zeroed here, filled by the dK dV kernels
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4, rows_tile> o, gmem<T, 4, rows_tile> d_o) const {
     using namespace attention_backward_detail;
@@ -134,6 +153,7 @@ struct attention_backward_delta_kernel {
     if (rows == 0) return;
     auto step = [&](index<1> at, auto o_s, auto do_s) {
       store(delta.rows(seq, at[0], row0, rows), row_sum(load<float>(o_s) * load<float>(do_s)));
+      if (dq_accum.data) store_rows(zeros<float, BR, D>(), rows, [&](int r) { return dq_accum.row(seq, at[0], row0 + r); });
     };
     auto rows_of = [b = seq.batch, r = seq.q0 + row0](auto h) { return idx(b, r, h, 0); };
     emit_pipeline(step, grid(heads), in_specs(spec<rows_tile>(rows_of), spec<rows_tile>(rows_of)))(ctx, o, d_o);
@@ -243,8 +263,10 @@ struct attention_backward_dq_kernel : attention_backward_params {
 
 /// dK and dV: tiles of 128 keys of one KV head (the forward's tile order over KV heads and key
 /// blocks: a causal key block n is seen by the query blocks from n on, so pairs n and N - 1 - n
-/// cost the same, as the forward's row blocks do), Q and dO streamed.
-template <class T, int D>
+/// cost the same, as the forward's row blocks do), Q and dO streamed. With FusedDq the same
+/// step also adds its share of dQ, dS K, to an f32 accumulator in global memory
+/// (FlashAttention-3's single pass; the dQ kernel is not run).
+template <class T, int D, bool FusedDq = false>
 struct attention_backward_dkdv_kernel : attention_backward_params {
   static constexpr warp_specialization<2, 40> ws{};  // two compute warpgroups, the memory one last
   static constexpr int num_threads = ws.num_threads;
@@ -254,7 +276,16 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
   /// P or dS of one warpgroup's step in 16 bits (the block's rows x its keys), read back
   /// transposed as wgmma's A operand.
   using scratch_view = smem<T, tile<block<BM, WN>, swizzle<128>>>;
-  static constexpr std::uint32_t scratch_bytes = 2 * 2 * scratch_view::bytes;  // P and dS per compute warpgroup
+  /// Fused dQ at head dim 128: the two compute warpgroups share dQ's columns (64 each, two
+  /// 32-register accumulators instead of two of 64), so each reads both warpgroups' dS, which
+  /// then alternates between two buffers by step: a warpgroup rewrites one only after the
+  /// other passed the next step's team barrier, that is, finished reading it. At head dim 64
+  /// each warpgroup adds its own keys' part of all 64 columns.
+  static constexpr bool split_dq = FusedDq && D >= 128;
+  static constexpr int dq_cols = split_dq ? D / 2 : D;
+  static constexpr int ds_buffers = split_dq ? 2 : 1;
+  static constexpr std::uint32_t scratch_bytes = 2 * (1 + ds_buffers) * scratch_view::bytes;  // per compute warpgroup: P, dS
+  attention_backward_detail::dq_rows dq_accum;  // FusedDq: dQ in f32, zeroed by the delta kernel
   // K and V in two slots where SMEM holds them beside two Q and two dO slots, the scratch, the
   // barriers and each allocation's 1024-byte alignment (head dim 64): the next tile's K and V
   // then land while this tile runs. At head dim 128 they load after its last step.
@@ -265,7 +296,13 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
     using namespace attention_backward_detail;
     const int ci = ws.compute_index(ctx);
     accumulator<WN, D> acc_dk, acc_dv;
-    scratch_view p_smem, ds_smem;  // this compute warpgroup's
+    unsigned char* scratch = nullptr;
+    // This compute warpgroup's P, and warpgroup w's dS buffer b.
+    auto p_smem = [&] { return scratch_view{reinterpret_cast<T*>(scratch + (1 + ds_buffers) * ci * scratch_view::bytes), 0}; };
+    auto ds_smem = [&](int w, int b) {
+      return scratch_view{reinterpret_cast<T*>(scratch + ((1 + ds_buffers) * w + 1 + b) * scratch_view::bytes), 0};
+    };
+    int step_parity = 0;  // split_dq: the dS buffer of this step (both warpgroups run every step)
 
     auto tile_pipeline = [&](attention_tile t) {  // t.head: the KV head, t.m_block: the key block
       const sequence seq = batch.of(ctx, t.batch);
@@ -284,8 +321,10 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
         // A block runs with the mask if one of this warpgroup's keys lies right of the first
         // row's window or left of the last row's. Keys past the sequence's end need none (their
         // dK and dV rows are not stored), nor do rows past it (their LSE reads as +inf: P = 0).
+        // With FusedDq keys past the sequence are masked too: their P would reach dQ.
         const bool masked = (window_right >= 0 && k_last > i0 + shift + window_right) ||
-                            (window_left >= 0 && k_first < i0 + BM - 1 + shift - window_left);
+                            (window_left >= 0 && k_first < i0 + BM - 1 + shift - window_left) ||
+                            (FusedDq && k_first + WN > seq.sk);
         auto step = [&](auto with_mask) {
           const int rows_left = seq.sq - i0;
           const float *lse_of = lse.rows(seq, head) + i0, *delta_of = delta.rows(seq, head) + i0;
@@ -305,17 +344,42 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           if constexpr (with_mask) {
             mask_columns(p, [&](int r) {  // row r sees keys [row - left, row + right] of the sequence
               const int row = i0 + r + shift - k_first;
+              const int hi = FusedDq ? min(WN, seq.sk - k_first) : WN;
               return column_range{window_left >= 0 ? row - window_left : 0,
-                                  window_right >= 0 ? row + window_right + 1 : WN};
+                                  window_right >= 0 ? min(hi, row + window_right + 1) : hi};
             }, 0.0f);
           }
-          store(p_smem, p);
-          store(ds_smem, p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
+          const int buffer = split_dq ? step_parity : 0;
+          const scratch_view p_s = p_smem(), ds_s = ds_smem(ci, buffer);
+          store(p_s, p);
+          store(ds_s, p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
           // P and dS in 16 bits: their transposed views are dV's and dK's A operands.
           commit_smem();
-          wgmma(acc_dv, transpose(p_smem), do_s);
-          wgmma(acc_dk, transpose(ds_smem), q_s);
-          wgmma_wait<0>(acc_dv, acc_dk);
+          if constexpr (split_dq) ctx.team_sync();  // the other warpgroup's dS is in SMEM too
+          if constexpr (FusedDq) {
+            // dQ's share of this step first (dS is stored times the scale: no factor left to
+            // apply): its reductions then run under dV's and dK's products, and its
+            // accumulator is free again before they complete.
+            accumulator<BM, dq_cols> acc_dq;
+            if constexpr (split_dq) {
+              const int c0 = ci * dq_cols;
+              wgmma(acc_dq, ds_smem(0, buffer), cols<dq_cols>(rows<WN>(k_s, 0), c0), false);
+              wgmma(acc_dq, ds_smem(1, buffer), cols<dq_cols>(rows<WN>(k_s, WN), c0));
+            } else {
+              wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
+            }
+            wgmma(acc_dv, transpose(p_s), do_s);
+            wgmma(acc_dk, transpose(ds_s), q_s);
+            wgmma_wait<2>(acc_dq);
+            step_parity ^= 1;
+            float* first = dq_accum.row(seq, head, i0) + (split_dq ? ci * dq_cols : 0);
+            reduce_add_rows(acc_dq, min(rows_left, BM), [&](int r) { return first + r * dq_accum.row_stride; });
+            wgmma_wait<0>(acc_dv, acc_dk);
+          } else {
+            wgmma(acc_dv, transpose(p_s), do_s);
+            wgmma(acc_dk, transpose(ds_s), q_s);
+            wgmma_wait<0>(acc_dv, acc_dk);
+          }
         };
         if (masked) step(std::true_type{});
         else step(std::false_type{});
@@ -342,13 +406,36 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           out_specs(), ws, max_concurrent_steps<2>, context);
     };
     auto loop = persistent_pipelines<attention_tile, scratch_bytes>(ws, ctx, tile_pipeline, k, v, q, d_o);
-    unsigned char* scratch = ctx.allocate(scratch_bytes, "P and dS of each compute warpgroup");
-    p_smem = scratch_view{reinterpret_cast<T*>(scratch + 2 * ci * scratch_view::bytes), 0};
-    ds_smem = scratch_view{reinterpret_cast<T*>(scratch + (2 * ci + 1) * scratch_view::bytes), 0};
+    scratch = ctx.allocate(scratch_bytes, "P and dS of each compute warpgroup");
     loop.run(ctx.axis_index(0), tiles.tiles(), ctx.axis_size(0), [&](int j) { return tiles.at(j); });
   }
 
   tilepipe::launch_config config(int workers, void* stream) const { return {.grid = {workers}, .stream = stream}; }
+};
+
+/// The single pass's last launch: dQ in the gradients' type from its f32 accumulator, one
+/// warpgroup per 64 rows of a sequence (grid: row blocks x sequences), head after head.
+template <class T, int D>
+struct attention_backward_dq_convert_kernel {
+  static constexpr int num_threads = 1;
+  static constexpr int BR = 64;
+
+  attention_backward_detail::batch_layout batch;
+  attention_backward_detail::dq_rows dq_accum;
+  int heads = 0;
+
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 4> dq) const {
+    using namespace attention_backward_detail;
+    const sequence seq = batch.of(ctx, ctx.axis_index(1));
+    const int row0 = ctx.axis_index(0) * BR, rows = clamp_rows(seq.sq - row0, BR);
+#pragma unroll 1
+    for (int h = 0; h < heads; ++h) {
+      const auto f = load_rows<float, BR, D>(rows, [&](int r) { return dq_accum.row(seq, h, row0 + r); });
+      store_rows(f, rows, [&](int r) {
+        return dq.data + seq.batch * dq.stride[0] + (seq.q0 + row0 + r) * dq.stride[1] + h * dq.stride[2];
+      });
+    }
+  }
 };
 
 namespace attention_backward_detail {
@@ -373,11 +460,24 @@ tensor_view<T, 4> stand_in(const tensor_view<T, 4>& rows, long long heads) {
   return {rows.data, {rows.shape[0], 1, heads, rows.shape[3]}, rows.stride, rows.on_gpu};
 }
 
+template <class T, int D, bool FusedDq>
+void launch_dkdv(const device& dev, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
+                 const tensor_view<T, 4>& rows, const tensor_view<T, 4>& grads, const tensor_view<T, 4>& dk,
+                 const tensor_view<T, 4>& dv, const attention_backward_params& params, const dq_rows& dq_accum,
+                 int batches, int max_sk, bool masked, void* stream) {
+  attention_backward_dkdv_kernel<T, D, FusedDq> dkdv{params};
+  dkdv.dq_accum = dq_accum;
+  const int n_blocks = (max_sk + dkdv.BN - 1) / dkdv.BN;
+  const int tiles = batches * static_cast<int>(k.shape[2]) * n_blocks;
+  dkdv.tiles = attention_tile_order(batches, static_cast<int>(k.shape[2]), n_blocks, masked, workers(dev, tiles));
+  kernel(dkdv, dkdv.config(workers(dev, tiles), stream))(dev, k, v, rows, grads, dk, dv);
+}
+
 template <class T, int D>
 void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
             const tensor_view<T, 4>& o, const tensor_view<T, 4>& d_o, const tensor_view<T, 4>& dq,
             const tensor_view<T, 4>& dk, const tensor_view<T, 4>& dv, const attention_backward_params& params,
-            int batches, const attention_backward_options& opt) {
+            const dq_rows& dq_accum, int batches, const attention_backward_options& opt) {
   const int hq = static_cast<int>(q.shape[2]), hkv = static_cast<int>(k.shape[2]);
   const batch_layout& batch = params.batch;
   const int max_sq = batch.cu_seqlens_q ? batch.max_seqlen_q : batch.seqlen_q;
@@ -386,11 +486,14 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
   // A tensor map cannot describe an empty tensor: with no query rows (or no keys) at all, Q
   // and dO (K and V) are given as one row of K's (Q's) memory, which no step reads.
   const bool no_rows = q.shape[1] == 0, no_keys = k.shape[1] == 0;
+  const bool fused = dq_accum.data != nullptr;
+  const int row_blocks = (max_sq + 63) / 64;  // the delta and dQ conversion kernels' 64-row blocks
   if (max_sq > 0 && !no_rows) {
-    attention_backward_delta_kernel<T, D> delta{batch, params.delta, hq};
-    const int row_blocks = (max_sq + delta.BR - 1) / delta.BR;
+    attention_backward_delta_kernel<T, D> delta{batch, params.delta, hq, dq_accum};
     kernel(delta, launch_config{.grid = {row_blocks, batches}, .smem_bytes = delta.smem_bytes, .stream = opt.stream})(
         dev, o, d_o);
+  }
+  if (max_sq > 0 && !no_rows && !fused) {
     attention_backward_dq_kernel<T, D> dq_kern{params};
     const int m_blocks = (max_sq + dq_kern.BM - 1) / dq_kern.BM;
     const int tiles = batches * hq * m_blocks;
@@ -399,12 +502,13 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
     kernel(dq_kern, dq_kern.config(workers(dev, tiles), opt.stream))(dev, q, d_o, keys, values, dq);
   }
   if (max_sk > 0 && !no_keys) {
-    attention_backward_dkdv_kernel<T, D> dkdv{params};
-    const int n_blocks = (max_sk + dkdv.BN - 1) / dkdv.BN;
-    const int tiles = batches * hkv * n_blocks;
-    dkdv.tiles = attention_tile_order(batches, hkv, n_blocks, masked, workers(dev, tiles));
     const tensor_view<T, 4> rows = no_rows ? stand_in(k, hkv) : q, grads = no_rows ? stand_in(k, hkv) : d_o;
-    kernel(dkdv, dkdv.config(workers(dev, tiles), opt.stream))(dev, k, v, rows, grads, dk, dv);
+    if (fused) launch_dkdv<T, D, true>(dev, k, v, rows, grads, dk, dv, params, dq_accum, batches, max_sk, masked, opt.stream);
+    else launch_dkdv<T, D, false>(dev, k, v, rows, grads, dk, dv, params, {}, batches, max_sk, masked, opt.stream);
+  }
+  if (max_sq > 0 && !no_rows && fused) {
+    attention_backward_dq_convert_kernel<T, D> convert{batch, dq_accum, hq};
+    kernel(convert, launch_config{.grid = {row_blocks, batches}, .stream = opt.stream})(dev, dq);
   }
 }
 
@@ -464,8 +568,19 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   params.scale = opt.scale != 0.0f ? opt.scale : 1.0f / std::sqrt(static_cast<float>(d));
   params.scale_log2 = params.scale * 1.4426950408889634f;
   params.window_left = opt.window_left, params.window_right = opt.causal ? 0 : opt.window_right;
-  if (d == 64) launch<T, 64>(dev, q, k, v, o, d_o, dq, dk, dv, params, batches, opt);
-  else launch<T, 128>(dev, q, k, v, o, d_o, dq, dk, dv, params, batches, opt);
+
+  // The single pass's dQ accumulator, shaped as q (rows of Hq x D floats), the caller's or
+  // one of this call's.
+  dq_rows dq_accum;
+  tensor<float, 1> owned_dq;
+  if (!opt.deterministic && rows > 0) {
+    dq_accum.data = opt.dq_workspace;
+    if (!dq_accum.data) owned_dq = tensor<float, 1>(dev, {rows * d}), dq_accum.data = owned_dq.data();
+    dq_accum.row_stride = hq * d, dq_accum.batch_stride = varlen ? 0 : row_count * hq * d;
+    dq_accum.head_dim = static_cast<int>(d);
+  }
+  if (d == 64) launch<T, 64>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);
+  else launch<T, 128>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);
 }
 
 }  // namespace attention_backward_detail

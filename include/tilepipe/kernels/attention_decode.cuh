@@ -1,6 +1,7 @@
 // Attention for decode and short queries (Sq <= 16: a new token, or speculative decoding's
 // drafts) against a long KV cache; tp::attention_forward and attention_forward_varlen run
-// it when the query sequences are that short (kernels/attention.cuh). It computes what
+// it when the query sequences are that short (kernels/attention.cuh), and for any Sq over a
+// KV cache (chunked prefill: several 64-row tiles of packed rows per KV head). It computes what
 // the prefill kernel computes, O and the LSE, with the same masks, on another schedule:
 //
 // Grouped-query packing. The query heads that share a KV head, times the query rows, are
@@ -26,7 +27,13 @@
 // O_i = 0 and adds nothing; a row without any key ends with O = 0 and LSE = -inf.
 //
 // K and V are addressed by one index map (kv_map: sequence, first key of the block, KV
-// head): a paged cache replaces it with a block-table lookup.
+// head). A paged KV cache (attention_options::page_table, FlashAttention-3's page_table and
+// seqused_k) keeps the block of 128 keys (64 at head dim 256) and fetches it page by page:
+// K and V are [num_pages, page_size, Hkv, D], and the block is a tp::gathered_spec whose
+// row boxes come from the pages the table names: one box per block where a page holds the
+// block (page_size >= the block), else boxes of 16 rows, each from its page, all landing
+// in the block's slot on its one barrier. The compute side is the unpaged kernel's: a
+// paged run gives the bytes an unpaged run on the same keys gives.
 #pragma once
 
 #include "../tilepipe.cuh"
@@ -77,14 +84,30 @@ class decode_items {
 template <int D>
 inline constexpr int attention_decode_block = D == 256 ? 64 : 128;
 
-template <class T, int D, int BN = attention_decode_block<D>>
+/// The rows of the boxes a paged decode kernel gathers a KV block from when a page is
+/// smaller than the block: the smallest page (a page of 32 or 64 keys moves in two or four).
+inline constexpr int attention_page_box_rows = 16;
+
+/// PageBoxRows: 0 for K and V as [B, Sk, Hkv, D] tensors (or packed varlen rows); else a
+/// paged cache whose KV blocks are gathered in boxes of that many rows (BN: one box, the
+/// page holds the block; attention_page_box_rows: the pages are smaller than the block).
+template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0>
 struct attention_decode_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
-  static constexpr warp_specialization<1, 40> ws{};  // one compute warpgroup, the memory one last
-  static constexpr int num_threads = ws.num_threads;
+  static_assert(PageBoxRows >= 0 && PageBoxRows <= BN && BN % (PageBoxRows > 0 ? PageBoxRows : 1) == 0,
+                "tilepipe: a paged KV block is a whole number of boxes");
   static constexpr int BM = 64;  // packed query rows per tile
   static constexpr int block_n = BN;
-  using kv_tile = tile<block<squeezed, element(BN), squeezed, D>, swizzle<128>>;
+  static constexpr bool paged = PageBoxRows > 0;
+  // One compute warpgroup, the memory one last. With one compute warpgroup the memory one
+  // may keep up to 256 registers and the compute one still gets 256 (register_split): a
+  // gathered KV block holds its boxes' coordinates (up to 8 x 4 ints) at once, so that
+  // their table loads are in flight together, which spilled 12-52 bytes at 40.
+  static constexpr warp_specialization<1, paged ? 96 : 40> ws{};
+  static constexpr int num_threads = ws.num_threads;
+  using kv_block = block<squeezed, element(BN), squeezed, D>;
+  using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, swizzle<128>, box_rows<PageBoxRows>>,
+                                     tile<kv_block, swizzle<128>>>;
   using q_view = smem<T, tile<block<BM, D>, swizzle<128>>>;
   static constexpr std::uint32_t kv_block_bytes = BN * D * sizeof(T);
   // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
@@ -106,38 +129,73 @@ struct attention_decode_kernel {
   float* lse = nullptr;
   long long lse_head_stride = 0, lse_batch_stride = 0;  // varlen: the batch's rows start at cu_seqlens_q[b]
   partials_ref partials{};  // with splits > 1: a slot per item, a counter per tile
+  // A KV cache with per-sequence lengths (fixed-length queries): sequence b uses the first
+  // seqused_k[b] keys. Paged, K and V are [num_pages, page_size, Hkv, D] and key j of
+  // sequence b is row j % page_size of page page_table[b * table_stride + j / page_size].
+  const int* seqused_k = nullptr;
+  const int* page_table = nullptr;
+  int table_stride = 0;  // pages per sequence in the table (its row length)
+  int page_shift = 0;    // log2(page_size)
+  int key_capacity = 0;  // with seqused_k: the most keys a sequence can have (the table's, or Sk)
 
   /// n limited to [0, cap].
   TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
 
-  /// Where sequence b lives: its batch index in the 4-D tensors, first row and length.
+  /// Where sequence b lives: its batch index in q and o (0 for packed varlen rows), first
+  /// row and length there, and its batch index in k and v (its page-table row), first row
+  /// and length there.
   struct sequence {
-    int batch, q0, sq, k0, sk;
+    int batch, q0, sq, kv_batch, k0, sk;
   };
   /// The prefill kernel's policy for varlen offsets (attention_kernel::sequence_of): bad
   /// offsets fail in the interpreter and TILEPIPE_DEBUG GPU builds and are clipped to the
-  /// tensors elsewhere.
+  /// tensors elsewhere. With seqused_k, the same policy for the lengths: one beyond the keys
+  /// there are (the table's pages, or Sk) or negative fails where the checks run, else is
+  /// clipped.
   TP_HD sequence sequence_of([[maybe_unused]] const kernel_context& ctx, int b, int total_q, int total_k) const {
-    if (!cu_seqlens_q) return {b, 0, seqlen_q, 0, seqlen_k};
-    const int q0 = cu_seqlens_q[b], q1 = cu_seqlens_q[b + 1], k0 = cu_seqlens_k[b], k1 = cu_seqlens_k[b + 1];
-    if constexpr (debug_checks) {
-      if (q0 < 0 || q1 < q0 || q1 > total_q)
-        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of q, which has %d (cu_seqlens_q must not "
-                   "decrease and must stay within q)", b, q0, q1, total_q);
-      if (k0 < 0 || k1 < k0 || k1 > total_k)
-        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of k and v, which have %d (cu_seqlens_k must "
-                   "not decrease and must stay within k)", b, k0, k1, total_k);
-      if (q1 - q0 > max_seqlen_q)
-        prim::fail(ctx.failure(), "attention: sequence %d has %d query rows, more than max_seqlen_q = %d", b, q1 - q0,
-                   max_seqlen_q);
+    int q_batch = b, q0 = 0, sq = seqlen_q;
+    if (cu_seqlens_q) {
+      const int q_begin = cu_seqlens_q[b], q_end = cu_seqlens_q[b + 1];
+      if constexpr (debug_checks) {
+        if (q_begin < 0 || q_end < q_begin || q_end > total_q)
+          prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of q, which has %d (cu_seqlens_q must not "
+                     "decrease and must stay within q)", b, q_begin, q_end, total_q);
+        if (q_end - q_begin > max_seqlen_q)
+          prim::fail(ctx.failure(), "attention: sequence %d has %d query rows, more than max_seqlen_q = %d", b,
+                     q_end - q_begin, max_seqlen_q);
+      }
+      q0 = clamp_rows(q_begin, total_q);
+      q_batch = 0, sq = clamp_rows(clamp_rows(q_end - q0, total_q - q0), max_seqlen_q);
     }
-    const int qa = clamp_rows(q0, total_q), qb = qa + clamp_rows(q1 - qa, total_q - qa);
-    const int ka = clamp_rows(k0, total_k), kb = ka + clamp_rows(k1 - ka, total_k - ka);
-    return {0, qa, clamp_rows(qb - qa, max_seqlen_q), ka, kb - ka};
+    if (seqused_k) {
+      // (The bound is not k's rows: with Sk = 0 the call hands the kernel one row of q as k.)
+      const int keys = seqused_k[b], capacity = key_capacity;
+      if constexpr (debug_checks) {
+        if (keys < 0 || keys > capacity) {
+          if (paged)
+            prim::fail(ctx.failure(), "attention: seqused_k[%d] = %d keys, outside [0, %d]: the page table has %d pages "
+                       "of %d keys per sequence", b, keys, capacity, table_stride, 1 << page_shift);
+          else
+            prim::fail(ctx.failure(), "attention: seqused_k[%d] = %d keys, outside [0, %d] (the rows of k)", b, keys,
+                       capacity);
+        }
+      }
+      return {q_batch, q0, sq, b, 0, clamp_rows(keys, capacity)};
+    }
+    if (!cu_seqlens_k) return {q_batch, q0, sq, b, 0, seqlen_k};
+    const int k_begin = cu_seqlens_k[b], k_end = cu_seqlens_k[b + 1];
+    if constexpr (debug_checks) {
+      if (k_begin < 0 || k_end < k_begin || k_end > total_k)
+        prim::fail(ctx.failure(), "attention: sequence %d is rows [%d, %d) of k and v, which have %d (cu_seqlens_k must "
+                   "not decrease and must stay within k)", b, k_begin, k_end, total_k);
+    }
+    const int k0 = clamp_rows(k_begin, total_k);
+    return {q_batch, q0, sq, 0, k0, clamp_rows(k_end - k0, total_k - k0)};
   }
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4> q, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v,
                         gmem<T, 4> o) const {
+    const int num_pages = static_cast<int>(k.shape[0]);  // paged: the cache's pages
     // The compute warpgroup's state: O, P packed as the A operand of P V, the running row
     // maxima and this thread's share of the row sums (finished once, in the epilogue).
     accumulator<BM, D> acc_o;
@@ -214,6 +272,15 @@ struct attention_decode_kernel {
             acc_o = acc_o * alpha;
           }
           p = to_operand<T>(probs);
+          if constexpr (with_mask) {
+            // Rows of a cache past a sequence's used keys (the rest of its last page) were
+            // never written: V may hold NaN there, and P = 0 times NaN is NaN. They are
+            // zeroed in the slot before P V reads it (K's are masked in S).
+            if ((paged || seqused_k) && key0 + BN > seq.sk) {
+              zero_rows(v_s.wait(), max(seq.sk - key0, 0));
+              commit_smem();
+            }
+          }
           v_prev = v_s, v_prev_done = v_done;
         };
         // The first step (no P V yet, and the mask), and the others with and without it.
@@ -288,11 +355,36 @@ struct attention_decode_kernel {
         }
       });
       // K and V stream from the split's last block down (affine maps: a new block every step).
-      const int kv_head = it.kv_head, batch = seq.batch, k_top = seq.k0 + (top - 1) * BN;
+      const int kv_head = it.kv_head, batch = seq.kv_batch, k_top = seq.k0 + (top - 1) * BN;
       auto kv_map = [=](auto s) { return idx(batch, k_top - s * BN, kv_head, 0); };
-      return emit_pipeline_warp_specialized(
-          body, grid(blocks), in_specs(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map, manual_ready)), out_specs(), ws,
-          max_concurrent_steps<stages>, manual_consumed_barriers, context);
+      if constexpr (paged) {
+        // The block of keys [key0, key0 + BN) that kv_map names is gathered from its pages:
+        // the box of rows [key0 + r, key0 + r + PageBoxRows) is on page table[(key0 + r) /
+        // page_size]. A box wholly past the sequence's end (the last block's) reads the
+        // block's first box again: its keys are masked, and the table past the sequence's
+        // pages may hold anything. Table entries outside the cache fail where the checks
+        // run, else are clipped to it: a wrong page, never a read outside k and v.
+        const int* table_row = page_table + static_cast<long long>(batch) * table_stride;
+        const int used = seq.sk, shift = page_shift;
+        [[maybe_unused]] const failure_channel failure = ctx.failure();
+        auto box_source = [=](index<4> blk, int r) {
+          const int key = blk[1] + r < used ? blk[1] + r : blk[1], slot = key >> shift;
+          const int page = table_row[slot];
+          if constexpr (debug_checks)
+            if (page < 0 || page >= num_pages)
+              prim::fail(failure, "attention: page_table[%d][%d] = %d, outside the %d pages of k and v", batch, slot,
+                         page, num_pages);
+          return idx(page < 0 ? 0 : page < num_pages ? page : num_pages - 1, key & ((1 << shift) - 1), kv_head, 0);
+        };
+        return emit_pipeline_warp_specialized(
+            body, grid(blocks),
+            in_specs(gathered_spec<kv_tile>(kv_map, box_source), gathered_spec<kv_tile>(kv_map, box_source, manual_ready)),
+            out_specs(), ws, max_concurrent_steps<stages>, manual_consumed_barriers, context);
+      } else {
+        return emit_pipeline_warp_specialized(
+            body, grid(blocks), in_specs(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map, manual_ready)), out_specs(), ws,
+            max_concurrent_steps<stages>, manual_consumed_barriers, context);
+      }
     };
     auto loop = persistent_pipelines<decode_item, q_view::bytes>(ws, ctx, tile_pipeline, k, v);
     q_s = q_view{reinterpret_cast<T*>(ctx.allocate(q_view::bytes, "decode query rows")), 0};
@@ -316,6 +408,9 @@ struct attention_decode_options {
   partials_ref partials;
   void* stream;
   profiler* profile;
+  const int* seqused_k;   // keys per sequence (fixed-length queries), or null
+  const int* page_table;  // paged cache: [B, max_pages_per_seq], or null
+  int max_pages_per_seq;
 };
 
 namespace attention_decode_detail {
@@ -338,11 +433,11 @@ inline int choose_splits(int tiles, int kv_blocks, int sms, int most) {
   return 1;
 }
 
-template <class T, int D>
+template <class T, int D, int PageBoxRows = 0>
 void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
             const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
             const attention_decode_options& opt) {
-  using kernel_t = attention_decode_kernel<T, D>;
+  using kernel_t = attention_decode_kernel<T, D, attention_decode_block<D>, PageBoxRows>;
   const int hq = static_cast<int>(q.shape[2]), hkv = static_cast<int>(k.shape[2]), group = hq / hkv;
   const int m_blocks = (max_sq * group + kernel_t::BM - 1) / kernel_t::BM;
   const int tiles = batches * hkv * m_blocks;
@@ -350,8 +445,12 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
   const bool has_workspace = !opt.partials.empty() && opt.partials.slot_floats >= kernel_t::partial_floats;
   int splits = opt.num_splits;
   if (splits == 0) {
-    // Keys per sequence: exact for fixed lengths, the mean for varlen (the offsets are on the device).
-    const long long keys = cu_k ? (k.shape[1] + batches - 1) / batches : sk;
+    // Keys per sequence: exact for fixed lengths, the mean for varlen (the offsets are on the
+    // device), the most there can be with seqused_k (the table's, or k's rows; FlashAttention-3
+    // sizes its splits for a paged cache the same way).
+    const long long keys = opt.page_table ? static_cast<long long>(opt.max_pages_per_seq) * k.shape[1]
+                           : cu_k         ? (k.shape[1] + batches - 1) / batches
+                                          : sk;
     const int kv_blocks = static_cast<int>((keys + kernel_t::block_n - 1) / kernel_t::block_n);
     splits = has_workspace ? choose_splits(tiles, kv_blocks, sms, opt.partials.slots / tiles) : 1;
   } else if (splits > 1 && (!has_workspace || opt.partials.slots / tiles < splits)) {
@@ -371,21 +470,44 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
   kern.lse_head_stride = cu_q ? q.shape[1] : sq;
   kern.lse_batch_stride = static_cast<long long>(hq) * sq;
   kern.partials = splits > 1 ? opt.partials : partials_ref{};
+  kern.seqused_k = opt.seqused_k, kern.page_table = opt.page_table, kern.table_stride = opt.max_pages_per_seq;
+  int shift = 0;
+  while ((2LL << shift) <= k.shape[1]) ++shift;
+  kern.page_shift = opt.page_table ? shift : 0;
+  kern.key_capacity = opt.page_table ? opt.max_pages_per_seq << kern.page_shift : sk;
   const int items = kern.items.items();
   kernel(kern, {.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile})(dev, q, k, v, o);
+}
+
+/// A paged cache's KV blocks move in one box where a page holds a block, else in boxes of
+/// attention_page_box_rows (the shapes were checked: page sizes are powers of two >= 16).
+template <class T, int D>
+void launch_paged(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
+                  const tensor_view<T, 4>& o, int batches, int max_sq, int sq, const int* cu_q,
+                  const attention_decode_options& opt) {
+  constexpr int BN = attention_decode_block<D>;
+  if (k.shape[1] >= BN) launch<T, D, BN>(dev, q, k, v, o, batches, max_sq, sq, 0, cu_q, nullptr, opt);
+  else launch<T, D, attention_page_box_rows>(dev, q, k, v, o, batches, max_sq, sq, 0, cu_q, nullptr, opt);
 }
 
 }  // namespace attention_decode_detail
 
 /// The decode path of tp::attention_forward / attention_forward_varlen (which check the
 /// shapes first): q and o [B, Sq, Hq, D] (varlen: [1, total_q, Hq, D] with the offsets),
-/// max_sq <= attention_decode_max_seqlen_q.
+/// max_sq <= attention_decode_max_seqlen_q, or any Sq over a KV cache (opt.seqused_k; k and v
+/// [B, Sk, Hkv, D], or with opt.page_table the pages [num_pages, page_size, Hkv, D]).
 template <class T>
 void attention_decode(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
                       const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk,
                       const int* cu_q, const int* cu_k, const attention_decode_options& opt) {
   using namespace attention_decode_detail;
   const long long d = q.shape[3];
+  if (opt.page_table) {
+    if (d == 64) launch_paged<T, 64>(dev, q, k, v, o, batches, max_sq, sq, cu_q, opt);
+    else if (d == 128) launch_paged<T, 128>(dev, q, k, v, o, batches, max_sq, sq, cu_q, opt);
+    else launch_paged<T, 256>(dev, q, k, v, o, batches, max_sq, sq, cu_q, opt);
+    return;
+  }
   if (d == 64) launch<T, 64>(dev, q, k, v, o, batches, max_sq, sq, sk, cu_q, cu_k, opt);
   else if (d == 128) launch<T, 128>(dev, q, k, v, o, batches, max_sq, sq, sk, cu_q, cu_k, opt);
   else launch<T, 256>(dev, q, k, v, o, batches, max_sq, sq, sk, cu_q, cu_k, opt);

@@ -96,7 +96,7 @@ TP_HD TP_FORCEINLINE void for_each_box(const G& g, const index<G::rank>& bi, con
 #pragma unroll
     for (int d = 0; d < G::rank; ++d) c[d] = co[d];
     c[0] += plan::box_col(b);
-    if constexpr (G::rank > 1) c[1] += plan::box_row(b);
+    if constexpr (G::rank > 1) c[plan::row_tma_dim] += plan::box_row(b);
     f(map, c, plan::box_smem(b), b);
   }
 }
@@ -122,6 +122,59 @@ TP_HD TP_FORCEINLINE void issue_block_load_multicast(const G& g, const index<G::
   detail::for_each_box<Tile>(g, bi, site, [&](const tma_desc& map, const int (&c)[G::rank], int off, int b) {
     if (b % ranks == position) prim::tma_load_multicast(map, static_cast<unsigned char*>(dst) + off, c, bar, cta_mask);
   });
+}
+
+/// Where each row box of a gathered block starts (issue_gathered_load): one block index of
+/// the array per box of the tile's box_rows<R> rows.
+template <class Tile, class G>
+struct box_sources {
+  index<G::rank> at[tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>::chunks];
+};
+
+/// box_source(bi, row) for every row box of block `bi`: where the box holding the block's
+/// rows [row, row + R) starts, as a block index of `g` (as an index map returns one: an
+/// element offset in tp::element dimensions). All lookups come before any copy, so that the
+/// loads they make (a page table in global memory) are in flight together; a pipeline makes
+/// them before it waits for the block's slot.
+template <class Tile, class G, class Source>
+TP_HD TP_FORCEINLINE box_sources<Tile, G> look_up_boxes(const index<G::rank>& bi, const Source& box_source) {
+  using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
+  box_sources<Tile, G> from;
+#pragma unroll
+  for (int j = 0; j < plan::chunks; ++j) from.at[j] = box_source(bi, j * plan::chunk);
+  return from;
+}
+
+/// leader: loads a block gathered from row boxes that lie anywhere in `g` (a paged KV cache:
+/// a block of keys from several pages) into `dst`, box j from from.at[j]; completes
+/// block_bytes_v transaction bytes on bar, as issue_block_load does.
+template <class Tile, class G>
+TP_HD TP_FORCEINLINE void issue_gathered_boxes(const G& g, const box_sources<Tile, G>& from, void* dst, std::uint64_t* bar,
+                                               const block_site& site = {}) {
+  using plan = tma_plan<Tile, static_cast<int>(sizeof(typename G::value_type))>;
+  using layout = typename plan::layout;
+  const tma_desc& map = g.template map<Tile>();
+#pragma unroll
+  for (int j = 0; j < plan::chunks; ++j) {
+    int co[G::rank];
+    detail::block_coords<Tile>(g, from.at[j], co, site);
+#pragma unroll
+    for (int p = 0; p < layout::panels; ++p) {
+      int c[G::rank];
+#pragma unroll
+      for (int d = 0; d < G::rank; ++d) c[d] = co[d];
+      c[0] += p * layout::panel;
+      prim::tma_load(map, static_cast<unsigned char*>(dst) + plan::box_smem(j * layout::panels + p), c, bar);
+    }
+  }
+}
+
+/// leader: loads block `bi` of Tile gathered from row boxes (look_up_boxes, then
+/// issue_gathered_boxes).
+template <class Tile, class G, class Source>
+TP_HD TP_FORCEINLINE void issue_gathered_load(const G& g, const index<G::rank>& bi, const Source& box_source, void* dst,
+                                              std::uint64_t* bar, const block_site& site = {}) {
+  issue_gathered_boxes<Tile>(g, look_up_boxes<Tile, G>(bi, box_source), dst, bar, site);
 }
 
 namespace detail {
@@ -385,6 +438,28 @@ TP_HD void sync_copy(const Src& src, const Dst& dst) {
     }
   }
   prim::warpgroup_sync();
+}
+
+/// Zeroes rows [first_row, rows) of a whole SMEM block with the calling warpgroup's ordinary
+/// stores (attention zeroes the rows of a V block past a sequence's keys, which a cache may
+/// never have written). A swizzle permutes 16-byte chunks within a row, so whole rows are
+/// the same bytes swizzled or not. Call commit_smem() before a wgmma or TMA reads them.
+template <class T, class L, int Rows, bool Tr, int Cols>
+TP_HD void zero_rows(const smem_ref<T, L, Rows, Tr, Cols>& view, int first_row) {
+  static_assert(!Tr && Rows == L::rows && Cols == L::cols, "tilepipe: zero_rows takes a whole, untransposed block");
+  static_assert(L::row_bytes % 16 == 0, "tilepipe: zero_rows writes rows in 16-byte chunks");
+  const int first = first_row < 0 ? 0 : first_row, rows = L::rows - first;
+  if (rows <= 0) return;
+  auto* base = reinterpret_cast<unsigned char*>(const_cast<std::remove_cv_t<T>*>(view.base));
+  constexpr int chunks_per_row = L::row_bytes / 16;
+  const int per_panel = rows * chunks_per_row;
+  for (int i = prim::thread_in_warpgroup(); i < L::panels * per_panel; i += prim::warpgroup_threads()) {
+    const int p = i / per_panel, chunk = i - p * per_panel;
+    *reinterpret_cast<uint4*>(base + p * L::panel_bytes + first * L::row_bytes + chunk * 16) = uint4{0, 0, 0, 0};
+  }
+  for (int p = 0; p < L::panels; ++p)
+    prim::note_smem_write(base + p * L::panel_bytes + first * L::row_bytes, static_cast<std::size_t>(rows) * L::row_bytes,
+                          "zero_rows");
 }
 
 /// Names an SMEM buffer in the interpreter's reports ("in 0"); no code on the GPU.

@@ -124,6 +124,18 @@ TP_HD TP_FORCEINLINE void store_rows(const fragment<T, M, N>& f, int rows, RowOf
   }
 }
 
+/// Adds rows r < rows of an M x N f32 fragment to f32 rows in global memory, row r at
+/// row_of(r) as store_rows writes them, by reductions (prim::reduce_add_pair, two
+/// neighbouring columns each): several CTAs add to the same rows, in any order.
+template <int M, int N, class RowOf>
+TP_HD TP_FORCEINLINE void reduce_add_rows(const fragment<float, M, N>& f, int rows, RowOf&& row_of) {
+  prim::tile_registers<M, N>::for_each_pair(
+      [&](float x, float y, prim::tile_index e) {
+        if (e.row < rows) prim::reduce_add_pair(row_of(e.row) + e.col, x, y);
+      },
+      f.v);
+}
+
 /// Reads rows r < rows of an M x N fragment of type T from global memory, row r from
 /// row_of(r) as store_rows writes them; rows past `rows` are 0.
 template <class T, int M, int N, class RowOf>

@@ -20,6 +20,7 @@
 #include "../core/block_spec.cuh"
 #include "../core/grid.cuh"
 #include "../core/refs.cuh"
+#include "../core/tma_desc.cuh"
 #include "../profile.cuh"
 #include "tokens.cuh"
 
@@ -232,6 +233,12 @@ struct operand_traits {
                 "tilepipe: the index map returns a different number of indices than the operand has dimensions");
   static_assert(IsInput || !Spec::manual_ready,
                 "tilepipe: tp::manual_ready is an input's option: an output block has no ready barrier to wait for");
+  static_assert(IsInput || !Spec::gathered,
+                "tilepipe: tp::gathered_spec is an input's: an output block is stored as one block");
+  static_assert(!Spec::gathered || tma_plan<tile, static_cast<int>(sizeof(T))>::rank < 2 ||
+                    tile::block_type::kind_at(tma_plan<tile, static_cast<int>(sizeof(T))>::row_dim) == dim_kind::element,
+                "tilepipe: a gathered block's rows are a tp::element dimension: box_source returns the row where "
+                "each box starts, at any row");
   static_assert(IsInput || (!Spec::streamed_option && Spec::waited_by < 0),
                 "tilepipe: tp::streamed and tp::waited_by are input options: an output block is kept while its "
                 "index stays the same, and no warpgroup waits for it");

@@ -105,7 +105,9 @@ struct smem_operand : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, IsInpu
       if constexpr (Spec::manual_ready)
         if (filler.reused()) prim::mbarrier_wait(bar(f), filler.last_phase(f));
       prim::mbarrier_arrive_expect_tx(bar(f), layout::bytes);
-      issue_block_load<tile>(g, b, slot_ptr(f), bar(f), {"input", operand, fill_step, failure});
+      const block_site site{"input", operand, fill_step, failure};
+      if constexpr (Spec::gathered) issue_gathered_load<tile>(g, b, spec.box_source, slot_ptr(f), bar(f), site);
+      else issue_block_load<tile>(g, b, slot_ptr(f), bar(f), site);
       profiler.mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);
       const std::uint32_t phase = filler.take_phase();
       if (prim::no_pipelining()) prim::mbarrier_wait(bar(f), phase, {f, fill_step});

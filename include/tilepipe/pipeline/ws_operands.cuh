@@ -142,6 +142,11 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
     if (filler.starts_block(b, first_of_call)) {
       filler.advance(slots);
       const int f = filler.slot;
+      // A gathered block's boxes are looked up before the wait for its slot: the lookups'
+      // loads (a page table) then run while the compute warpgroups still read the slot.
+      [[maybe_unused]] std::conditional_t<Spec::gathered, box_sources<tile, Gmem>, bool> sources{};
+      if constexpr (Spec::gathered)
+        if (prim::leader()) sources = look_up_boxes<tile, Gmem>(b, spec.box_source);
       if (filler.reused()) {
         profiler.wait(profile_kind::wait_consumed, operand, fill_step, [&] {
           prim::mbarrier_wait(bars.empty + f, filler.take_phase());
@@ -152,6 +157,7 @@ struct ws_input : operand_traits<Spec, Gmem, Grid, MCS, DefaultDelay, true> {
         const block_site site{"input", operand, fill_step, failure};
         if constexpr (cluster > 1)
           issue_block_load_multicast<tile>(g, b, slot_ptr(f), bars.full + f, group_position(), cluster, group_mask(), site);
+        else if constexpr (Spec::gathered) issue_gathered_boxes<tile>(g, sources, slot_ptr(f), bars.full + f, site);
         else issue_block_load<tile>(g, b, slot_ptr(f), bars.full + f, site);
       }
       profiler.mark(profile_kind::fetch, profile_phase::instant, operand, fill_step);

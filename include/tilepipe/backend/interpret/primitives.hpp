@@ -82,6 +82,18 @@ TP_HD TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total)
 // The warpgroup is one thread: its own value is the answer.
 TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value) { return value; }
 
+// ---- reductions in global memory ------------------------------------------------------
+
+// Atomic, as on the GPU (the warpgroups of a cluster are host threads). The sums arrive in
+// the order the CTAs run (interpret::options::shuffle_ctas draws another), so their last
+// bits depend on it, as on the GPU.
+TP_HD TP_FORCEINLINE void reduce_add_pair(float* address, float x, float y) {
+  TP_REQUIRE(reinterpret_cast<std::uintptr_t>(address) % 8 == 0,
+             "reduce_add_pair: the address must be 8-byte aligned (red.global.add.v2.f32)");
+  std::atomic_ref<float>(address[0]).fetch_add(x, std::memory_order_relaxed);
+  std::atomic_ref<float>(address[1]).fetch_add(y, std::memory_order_relaxed);
+}
+
 // ---- signals between devices -----------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) {

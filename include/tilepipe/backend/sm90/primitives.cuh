@@ -67,6 +67,10 @@ TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value) {
   return sm90::named_barrier_sync_or(warpgroup_barrier_base + warpgroup_index(), warpgroup_size, value);
 }
 
+// ---- reductions in global memory ------------------------------------------------------
+
+TP_HD TP_FORCEINLINE void reduce_add_pair(float* address, float x, float y) { sm90::reduce_add_pair(address, x, y); }
+
 // ---- signals between devices -----------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) { sm90::signal_add(sem, inc); }
