@@ -123,7 +123,8 @@ outputs<T> run(const tp::device& dev, const problem& p, const cache<T>& c, bool 
   auto cu = tp::tensor<int, 1>::from_host(dev, {b + 1}, cu_q);
   auto lse = tp::tensor<float, 1>::from_host(dev, {total_q * p.hq}, std::vector<float>(total_q * p.hq, NAN));
   auto used = tp::tensor<int, 1>::from_host(dev, {b}, p.used);
-  auto table = tp::tensor<int, 1>::from_host(dev, {b * c.max_pages}, c.table);
+  const long long table_entries = b * c.max_pages;  // a named size: nvcc's front end rejects {b * c.max_pages} here
+  auto table = tp::tensor<int, 1>::from_host(dev, {table_entries}, c.table);
   tp::attention_options opt{.causal = p.mask.causal, .window_left = p.mask.window_left,
                             .window_right = p.mask.window_right, .lse = lse.data(), .num_splits = p.splits,
                             .partials = ws, .seqused_k = used.data()};

@@ -44,20 +44,26 @@ def _concrete_max_length(cu_seqlens):
     return int(np.max(np.diff(offsets))) if offsets.size > 1 else 0
 
 
+def _lengths(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """(varlen, max_seqlen_q, max_seqlen_k) as the handlers take them: maxima found from offsets
+    known on the host when not given, -1 where unknown."""
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if varlen and max_seqlen_q is None and cu_seqlens_q is not None:
+        max_seqlen_q = _concrete_max_length(cu_seqlens_q)
+    if varlen and max_seqlen_k is None and cu_seqlens_k is not None:
+        max_seqlen_k = _concrete_max_length(cu_seqlens_k)
+    return (varlen, -1 if max_seqlen_q is None else int(max_seqlen_q),
+            -1 if max_seqlen_k is None else int(max_seqlen_k))
+
+
 def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False):
     """tilepipe.attention for JAX arrays (see its docstring); works under jax.jit and jax.grad.
     With cu_seqlens_q traced (inside jit), max_seqlen_q must be given: it is static; so is
     max_seqlen_k for the gradient with cu_seqlens_k on a GPU."""
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    varlen, max_sq, max_sk = _lengths(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     left, right = _args.window(causal, window_size)
     scale = _args.softmax_scale(q.shape[-1], softmax_scale)
-    if varlen and max_seqlen_q is None and cu_seqlens_q is not None:
-        max_seqlen_q = _concrete_max_length(cu_seqlens_q)
-    if varlen and max_seqlen_k is None and cu_seqlens_k is not None:
-        max_seqlen_k = _concrete_max_length(cu_seqlens_k)
-    max_sq = -1 if max_seqlen_q is None else int(max_seqlen_q)
-    max_sk = -1 if max_seqlen_k is None else int(max_seqlen_k)
     lse_shape = _args.lse_shape(q.shape, varlen)
     as_arg = lambda x: None if x is None else _placeholder(x)
     _C.attention_check(_placeholder(q), _placeholder(k), _placeholder(v), _placeholder(q),
@@ -65,7 +71,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
                        False, left, right, 0, False)
     if not varlen:  # the handler's varlen arguments, unused
         cu_seqlens_q = cu_seqlens_k = jnp.zeros((1,), jnp.int32)
-    out, lse = _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, (bool(varlen), max_sq, max_sk, scale, left, right))
+    out, lse = _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, (varlen, max_sq, max_sk, scale, left, right))
     # The LSE has no gradient (FlashAttention's): the backward ignores its cotangent, so a
     # loss through it must see none rather than a wrong one.
     return (out, jax.lax.stop_gradient(lse)) if return_lse else out
@@ -111,17 +117,12 @@ _attention.defvjp(_attention_fwd, _attention_bwd)
 def attention_backward(d_out, q, k, v, out, lse, *, causal=False, softmax_scale=None, window_size=(-1, -1),
                        cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None):
     """tilepipe.attention_backward for JAX arrays (see its docstring): (dq, dk, dv)."""
-    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    varlen, max_sq, max_sk = _lengths(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     left, right = _args.window(causal, window_size)
     scale = _args.softmax_scale(q.shape[-1], softmax_scale)
-    if varlen and max_seqlen_q is None and cu_seqlens_q is not None:
-        max_seqlen_q = _concrete_max_length(cu_seqlens_q)
-    if varlen and max_seqlen_k is None and cu_seqlens_k is not None:
-        max_seqlen_k = _concrete_max_length(cu_seqlens_k)
     if not varlen:
         cu_seqlens_q = cu_seqlens_k = jnp.zeros((1,), jnp.int32)
-    params = (bool(varlen), -1 if max_seqlen_q is None else int(max_seqlen_q),
-              -1 if max_seqlen_k is None else int(max_seqlen_k), scale, left, right)
+    params = (varlen, max_sq, max_sk, scale, left, right)
     return _attention_bwd(params, (q, k, v, cu_seqlens_q, cu_seqlens_k, out, lse), (d_out, None))[:3]
 
 
