@@ -5,6 +5,7 @@
 // than CTAs, and packed variable-length batches with empty and length-1 sequences; then bad
 // input, on the host and (varlen offsets) in the kernel. Outputs start
 // as NaN, so a row the kernel forgets, or writes outside its sequence, shows.
+#include "attention_instances.hpp"
 #include "test_util.hpp"
 
 #include <tilepipe/kernels/attention.cuh>

@@ -6,6 +6,7 @@
 // GQA ratios 1 and 4 (and MQA), odd lengths, Sq = 0 and Sk = 0, packed variable-length batches
 // with empty sequences, repeated runs bitwise identical; then bad input, on the host and (varlen
 // offsets) in the kernel. The interpreter's race detector checks every launch.
+#include "attention_instances.hpp"
 #include "test_util.hpp"
 
 #include <tilepipe/kernels/attention.cuh>

@@ -7,6 +7,7 @@
 // whichever split combines and after a launch on the same workspace; bad split options and
 // offsets reported. Outputs start as NaN, so a row the kernel forgets, or writes outside its
 // sequence, shows.
+#include "attention_instances.hpp"
 #include "test_util.hpp"
 
 #include <tilepipe/kernels/attention.cuh>

@@ -12,6 +12,7 @@
 // the bytes of the unpaged run with seqused_k (the KV blocks and splits are the same).
 // Bad tables and lengths are reported by the kernel in the interpreter, and clipped in a
 // release GPU build; bad shapes and page sizes by the host.
+#include "attention_instances.hpp"
 #include "test_util.hpp"
 
 #include <tilepipe/kernels/attention.cuh>
