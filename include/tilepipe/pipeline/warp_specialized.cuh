@@ -529,8 +529,15 @@ struct warp_specialization {
   /// Whether the calling warpgroup is the memory warpgroup. The role split branches on
   /// this per-thread value on purpose: on a warp-uniform one, ptxas no longer allocates the
   /// compute branch for its setmaxnreg count (at the launch's 168 registers the attention
-  /// step spilled 440 bytes).
-  TP_HD static bool is_memory(const kernel_context& k) { return k.thread_index() == MemoryIdx; }
+  /// step spilled 440 bytes). With the memory warpgroup last the test is `>=`, not `==`: the
+  /// form decides which way nvcc points the branch, and ptxas allocates the compute path for
+  /// its count only where the branch jumps to it (with `==`, the backward's dK dV kernel had
+  /// every wgmma serialised and 648 bytes spilled; with `>=`, 4 waits for 48 wgmmas and 104
+  /// bytes; the other kernels' SASS differs in the test alone).
+  TP_HD static bool is_memory(const kernel_context& k) {
+    if constexpr (MemoryIdx == NumCompute) return k.thread_index() >= MemoryIdx;
+    else return k.thread_index() == MemoryIdx;
+  }
   /// The calling warpgroup's index among the compute warpgroups (0 .. NumCompute - 1), as a
   /// warp-uniform value (prim::uniform_warpgroup_index: call it with the warp converged, as
   /// at the top of a kernel), so that the wgmma descriptors and offsets a kernel derives from
