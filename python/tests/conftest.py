@@ -3,7 +3,8 @@ references, and fresh random inputs.
 
 Backends: numpy and jax-cpu everywhere (the interpreter); torch-cpu where PyTorch is
 installed; torch-cuda, jax-gpu and cupy where a CUDA GPU and a build with nvcc are there.
-Inputs are drawn from a fresh seed per test (printed on failure: TILEPIPE_TEST_SEED=N
+TILEPIPE_TEST_GPU_ONLY=1 keeps only the GPU backends and devices where a GPU is there (the
+device machine's run: CI covers the interpreter). Inputs are drawn from a fresh seed per test (printed on failure: TILEPIPE_TEST_SEED=N
 replays one), converted to the tested dtype, and the reference is computed in float64 from
 the converted values."""
 import importlib.util
@@ -26,6 +27,8 @@ torch = None
 if HAS_TORCH:
     import torch
 HAS_CUDA = bool(HAS_TORCH and torch.cuda.is_available() and tilepipe.built_with_cuda())
+# The CPU backends too unless told to run the GPU ones only (and there is a GPU to run them on).
+WITH_CPU = not (HAS_CUDA and os.environ.get("TILEPIPE_TEST_GPU_ONLY") == "1")
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU, PyTorch and a build of tilepipe with nvcc")
 
 
@@ -73,11 +76,13 @@ class Backend:
 
 
 def backend_names():
-    names = ["numpy"]
-    if HAS_JAX:
-        names.append("jax-cpu")
-    if HAS_TORCH:
-        names.append("torch-cpu")
+    names = []
+    if WITH_CPU:
+        names.append("numpy")
+        if HAS_JAX:
+            names.append("jax-cpu")
+        if HAS_TORCH:
+            names.append("torch-cpu")
     if HAS_CUDA:
         names.append("torch-cuda")
         if HAS_JAX:

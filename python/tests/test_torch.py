@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import HAS_CUDA, HAS_TORCH, attention_reference, rel_error, requires_cuda, rounded
+from conftest import HAS_CUDA, HAS_TORCH, WITH_CPU, attention_reference, rel_error, requires_cuda, rounded
 
 pytestmark = pytest.mark.skipif(not HAS_TORCH, reason="needs PyTorch")
 if HAS_TORCH:
@@ -17,7 +17,7 @@ if HAS_TORCH:
 
     import tilepipe
 
-DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+DEVICES = (["cpu"] if WITH_CPU else []) + (["cuda"] if HAS_CUDA else [])
 
 
 def qkv(device, b=2, s=40, hq=4, hkv=2, d=64, dtype=None, seed=0):
