@@ -220,7 +220,7 @@ struct attention_decode_kernel {
     operand_fragment<T, BM, BN> p;
     row_vector<BM> m, l;
     // V is read one step after it lands: the block of the previous step and its release.
-    pending_block<smem<T, kv_tile>> v_prev{};
+    pending_block<smem<KV, kv_tile>> v_prev{};
     consumed_token v_prev_done{};
     q_view q_s;  // the tile's packed query rows
     // fp8: this step's K block and the previous step's V block, converted to T (each block
