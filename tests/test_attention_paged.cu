@@ -276,11 +276,11 @@ TEST(AttentionPaged, VariableLengthQueries) {
 }
 
 // The boxes of a gathered block land in any order (the interpreter's shuffled copies), and
-// any split of a tile may combine (shuffled CTAs): the same bytes.
-TEST(AttentionPaged, ShuffledCopyAndCtaOrders) {
-  if (test::on_gpu()) GTEST_SKIP() << "the interpreter's copy and CTA orders";
+// any split of a tile may combine (shuffled CTAs): the same bytes (16-bit and fp8 caches).
+template <class KV>
+void expect_same_bytes_in_shuffled_orders() {
   const problem p{.sq = 2, .used = {300, 45}, .hq = 8, .hkv = 2, .page = 16, .splits = 3, .mask = causal};
-  const cache<tp::bf16> c(p);
+  const cache<tp::bf16, KV> c(p, true);
   const auto& dev = test::dev();
   const tp::partials_buffer ws(dev, 64, tp::attention_partial_floats(p.d));
   const auto first = run(dev, p, c, true, ws.ref());
@@ -293,6 +293,12 @@ TEST(AttentionPaged, ShuffledCopyAndCtaOrders) {
     const auto other = run(shuffled, p, c, true, ws.ref());
     EXPECT_TRUE(bitwise_equal(first.o, other.o) && bitwise_equal(first.lse, other.lse)) << "seed " << seed;
   }
+}
+
+TEST(AttentionPaged, ShuffledCopyAndCtaOrders) {
+  if (test::on_gpu()) GTEST_SKIP() << "the interpreter's copy and CTA orders";
+  expect_same_bytes_in_shuffled_orders<tp::bf16>();
+  expect_same_bytes_in_shuffled_orders<tp::fp8_e4m3>();
 }
 
 TEST(AttentionPaged, LargeOnTheGpu) {
