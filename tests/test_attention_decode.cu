@@ -433,3 +433,10 @@ TEST(AttentionDecodeFp8Kv, BadScalesAreReported) {
   EXPECT_NE(error({0.0f, 2.0f}, {1.0f, 1.0f}).find("k_scale[0] is not a positive finite number"), std::string::npos);
   EXPECT_NE(error({1.0f, 1.0f}, {NAN, 1.0f}).find("v_scale[0] is not a finite number"), std::string::npos);
 }
+
+TEST(AttentionDecodeFp8Kv, LargeOnTheGpu) {
+  if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
+  check_fp8<tp::bf16>(fixed(2, 1, 131072, 32, 8, 128, 0), true);
+  check_fp8<tp::f16>(fixed(3, 4, 20000, 16, 2, 256, 7, causal), false);
+  check_fp8_against_16_bits<tp::bf16>(fixed(4, 1, 32768, 32, 8, 128, 0), true, true);
+}
