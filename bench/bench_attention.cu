@@ -11,6 +11,9 @@
 // seqused_k = sk; any Sq then runs the decode kernel) and is named tilepipe-paged<N> in the
 // JSON, beside tilepipe. Every decode row also prints the bytes of K and V per second (the
 // HBM-bound rate to compare with a device-to-device copy).
+// --kv-dtype same|e4m3|both: K and V of the row's type (the default), fp8 (e4m3) with a scale
+// per KV head (any Sq then runs the decode kernel), or both; fp8 rows are named
+// tilepipe-fp8kv (tilepipe-paged<N>-fp8kv) in the JSON, and their K+V bytes are e4m3's.
 // Built once per KV block choice: TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256 and TP_ATTN_N128_MASKED
 // (default: the library's).
 #include <tilepipe/kernels/attention.cuh>
@@ -56,21 +59,23 @@ std::vector<config> read_shapes(const char* path, int only) {
 
 /// page: 0 for K and V as [b, sk, hkv, d]; else pages of that many keys, [b * ceil(sk /
 /// page), page, hkv, d], each sequence's scattered over the pool by a shuffled page table.
-template <class T>
+/// KV: K and V's type, T or fp8_e4m3 (with a scale per KV head).
+template <class T, class KV = T>
 std::string run(const tp::device& dev, const config& c, int page) {
   const long long pages_per_seq = page ? (c.sk + page - 1) / page : 0, num_pages = c.b * pages_per_seq;
   const long long kv_rows = page ? num_pages * page : c.b * c.sk;  // per head, K or V
-  const long long set_bytes = (2 * c.b * c.sq * c.hq + 2 * kv_rows * c.hkv) * c.d * 2;
+  const long long set_bytes = (2 * c.b * c.sq * c.hq * 2 + 2 * kv_rows * c.hkv * static_cast<long long>(sizeof(KV))) * c.d;
   const int sets = static_cast<int>(std::min<long long>(8, std::max<long long>(1, (200LL << 20) / set_bytes + 1)));
-  std::vector<tp::tensor<T, 4>> q, k, v, o;
+  std::vector<tp::tensor<T, 4>> q, o;
+  std::vector<tp::tensor<KV, 4>> k, v;
   for (int s = 0; s < sets; ++s) {
     q.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 4 * s));
     if (page) {
-      k.push_back(bench::random_tensor<T, 4>(dev, {num_pages, page, c.hkv, c.d}, 4 * s + 1));
-      v.push_back(bench::random_tensor<T, 4>(dev, {num_pages, page, c.hkv, c.d}, 4 * s + 2));
+      k.push_back(bench::random_tensor<KV, 4>(dev, {num_pages, page, c.hkv, c.d}, 4 * s + 1));
+      v.push_back(bench::random_tensor<KV, 4>(dev, {num_pages, page, c.hkv, c.d}, 4 * s + 2));
     } else {
-      k.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 1));
-      v.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 2));
+      k.push_back(bench::random_tensor<KV, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 1));
+      v.push_back(bench::random_tensor<KV, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 4 * s + 2));
     }
     o.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
   }
@@ -82,6 +87,9 @@ std::string run(const tp::device& dev, const config& c, int page) {
   // A split-KV workspace, so that decode rows split as the kernel chooses.
   const tp::partials_buffer partials(dev, tp::attention_partial_slots(dev), tp::attention_partial_floats(c.d));
   tp::attention_options opt{.causal = c.causal != 0, .partials = partials.ref()};
+  const auto kv_scales = tp::tensor<float, 1>::from_host(dev, {c.hkv}, std::vector<float>(c.hkv, 1.0f / 64));
+  if constexpr (std::is_same_v<KV, tp::fp8_e4m3>)
+    opt.k_scale = kv_scales.data(), opt.v_scale = kv_scales.data(), opt.kv_scale_per_head = true;
   if (page) {
     opt.seqused_k = used.data(), opt.page_table = table.data();
     opt.max_pages_per_seq = static_cast<int>(pages_per_seq);
@@ -93,10 +101,10 @@ std::string run(const tp::device& dev, const config& c, int page) {
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
   const double flops = 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
-  const double kv_gbps = 2.0 * c.b * c.sk * c.hkv * c.d * sizeof(T) / (med * 1e-3) / 1e9;  // K and V, each read once
-  std::printf("tilepipe[%d]%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s",
+  const double kv_gbps = 2.0 * c.b * c.sk * c.hkv * c.d * sizeof(KV) / (med * 1e-3) / 1e9;  // K and V, each read once
+  std::printf("tilepipe[%d]%s%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s",
               c.d == 64 ? blocks::n<64> : c.d == 128 ? (c.causal ? blocks::n<128, true> : blocks::n<128>) : blocks::n<256>,
-              page ? (" page " + std::to_string(page)).c_str() : "", c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal,
+              page ? (" page " + std::to_string(page)).c_str() : "", sizeof(KV) == 1 ? " fp8 KV" : "", c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal,
               c.dtype.c_str(), med, flops / (med * 1e-3) / 1e12);
   if (c.sq <= tp::attention_decode_max_seqlen_q) std::printf("  K+V %.0f GB/s", kv_gbps);
   std::printf("\n");
@@ -113,10 +121,12 @@ int main(int argc, char** argv) {
   const char *shapes = "bench/attention_shapes.txt", *json = nullptr;
   int only = 0;
   std::vector<int> pages{0};
+  std::string kv_dtype = "same";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];
     else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
     else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--kv-dtype")) kv_dtype = argv[i + 1];
     else if (!std::strcmp(argv[i], "--pages")) {
       pages.clear();
       std::istringstream list(argv[i + 1]);
@@ -128,25 +138,34 @@ int main(int argc, char** argv) {
     std::printf("bench_attention: no GPU\n");
     return 1;
   }
+  if (kv_dtype != "same" && kv_dtype != "e4m3" && kv_dtype != "both") {
+    std::printf("bench_attention: --kv-dtype is same, e4m3 or both, got %s\n", kv_dtype.c_str());
+    return 1;
+  }
+  std::vector<bool> fp8_runs;
+  if (kv_dtype != "e4m3") fp8_runs.push_back(false);
+  if (kv_dtype != "same") fp8_runs.push_back(true);
   std::vector<std::string> rows;
   for (const config& c : read_shapes(shapes, only))
-    for (int page : pages) {
-      if (page && c.sq > tp::attention_decode_max_seqlen_q && c.sq >= c.sk) continue;  // paged: decode, chunks
-      std::string r;
-      try {
-        r = c.dtype == "f16" ? run<tp::f16>(dev, c, page) : run<tp::bf16>(dev, c, page);
-      } catch (const tp::error& e) {
-        std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());
-        r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+    for (int page : pages)
+      for (bool fp8 : fp8_runs) {
+        if (page && c.sq > tp::attention_decode_max_seqlen_q && c.sq >= c.sk) continue;  // paged: decode, chunks
+        std::string r;
+        try {
+          if (fp8) r = c.dtype == "f16" ? run<tp::f16, tp::fp8_e4m3>(dev, c, page) : run<tp::bf16, tp::fp8_e4m3>(dev, c, page);
+          else r = c.dtype == "f16" ? run<tp::f16>(dev, c, page) : run<tp::bf16>(dev, c, page);
+        } catch (const tp::error& e) {
+          std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());
+          r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+        }
+        const std::string impl = (page ? "tilepipe-paged" + std::to_string(page) : "tilepipe") + (fp8 ? "-fp8kv" : "");
+        char head[300];
+        std::snprintf(head, sizeof head,
+                      "{\"impl\": \"%s\", \"b\": %lld, \"sq\": %lld, \"sk\": %lld, \"hq\": %lld, \"hkv\": %lld, "
+                      "\"d\": %lld, \"causal\": %d, \"dtype\": \"%s\", ",
+                      impl.c_str(), c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str());
+        rows.push_back(head + r + "}");
       }
-      const std::string impl = page ? "tilepipe-paged" + std::to_string(page) : "tilepipe";
-      char head[300];
-      std::snprintf(head, sizeof head,
-                    "{\"impl\": \"%s\", \"b\": %lld, \"sq\": %lld, \"sk\": %lld, \"hq\": %lld, \"hkv\": %lld, "
-                    "\"d\": %lld, \"causal\": %d, \"dtype\": \"%s\", ",
-                    impl.c_str(), c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str());
-      rows.push_back(head + r + "}");
-    }
   if (json) bench::write_results(json, dev, rows);
   return 0;
 }

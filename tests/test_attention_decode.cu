@@ -6,8 +6,13 @@
 // 128, 256, ragged varlen batches, and random problems mixing all of these; the same bytes
 // whichever split combines and after a launch on the same workspace; bad split options and
 // offsets reported. Outputs start as NaN, so a row the kernel forgets, or writes outside its
-// sequence, shows.
+// sequence, shows. fp8 (e4m3) K and V with scales per tensor and per KV head of very
+// different magnitudes, against the float64 reference on the values the codes stand for
+// (so the check measures the kernel, not the quantisation), and against the bf16 / f16
+// kernel given those values: the same bytes when the scales are powers of two (the values
+// are then exact in bf16 and every product scales exactly), bf16's tolerance otherwise.
 #include "attention_instances.hpp"
+#include "fp8_kv.hpp"
 #include "test_util.hpp"
 
 #include <tilepipe/kernels/attention.cuh>
@@ -61,22 +66,30 @@ struct inputs {
   }
 };
 
-/// Runs attention on `dev` with the workspace `ws` (empty: none).
-template <class T>
-outputs<T> run(const tp::device& dev, const problem& p, const inputs<T>& in, tp::partials_ref ws) {
+/// Runs attention on `dev` with the workspace `ws` (empty: none); K and V of type KV (T, or
+/// fp8_e4m3 with its scales).
+template <class T, class KV>
+outputs<T> run(const tp::device& dev, const problem& p, const std::vector<T>& q_in, const std::vector<KV>& k_in,
+               const std::vector<KV>& v_in, tp::partials_ref ws, const test::fp8_scales* scales = nullptr) {
   const auto cu_q = prefix(p.len.q), cu_k = prefix(p.len.k);
   const int batches = static_cast<int>(p.len.q.size()), total_q = cu_q.back(), total_k = cu_k.back();
   const std::vector<T> nan_o(static_cast<std::size_t>(total_q) * p.hq * p.d, tp::from_float<T>(NAN));
   auto lse = tp::tensor<float, 1>::from_host(dev, {static_cast<long long>(total_q) * p.hq},
                                              std::vector<float>(static_cast<std::size_t>(total_q) * p.hq, NAN));
-  const tp::attention_options opt{.causal = p.mask.causal, .window_left = p.mask.window_left,
-                                  .window_right = p.mask.window_right, .lse = lse.data(), .num_splits = p.splits,
-                                  .partials = ws};
+  tp::attention_options opt{.causal = p.mask.causal, .window_left = p.mask.window_left,
+                            .window_right = p.mask.window_right, .lse = lse.data(), .num_splits = p.splits,
+                            .partials = ws};
+  tp::tensor<float, 1> k_scale, v_scale;
+  if (scales) {
+    k_scale = tp::tensor<float, 1>::from_host(dev, {static_cast<long long>(scales->k.size())}, scales->k);
+    v_scale = tp::tensor<float, 1>::from_host(dev, {static_cast<long long>(scales->v.size())}, scales->v);
+    opt.k_scale = k_scale.data(), opt.v_scale = v_scale.data(), opt.kv_scale_per_head = scales->per_head;
+  }
   outputs<T> out;
   if (p.varlen) {
-    auto q = tp::tensor<T, 3>::from_host(dev, {total_q, p.hq, p.d}, in.q);
-    auto k = tp::tensor<T, 3>::from_host(dev, {total_k, p.hkv, p.d}, in.k);
-    auto v = tp::tensor<T, 3>::from_host(dev, {total_k, p.hkv, p.d}, in.v);
+    auto q = tp::tensor<T, 3>::from_host(dev, {total_q, p.hq, p.d}, q_in);
+    auto k = tp::tensor<KV, 3>::from_host(dev, {total_k, p.hkv, p.d}, k_in);
+    auto v = tp::tensor<KV, 3>::from_host(dev, {total_k, p.hkv, p.d}, v_in);
     auto o = tp::tensor<T, 3>::from_host(dev, {total_q, p.hq, p.d}, nan_o);
     auto cq = tp::tensor<int, 1>::from_host(dev, {batches + 1LL}, cu_q);
     auto ck = tp::tensor<int, 1>::from_host(dev, {batches + 1LL}, cu_k);
@@ -85,9 +98,9 @@ outputs<T> run(const tp::device& dev, const problem& p, const inputs<T>& in, tp:
     out.o = o.to_host();
   } else {
     const long long sq = p.len.q[0], sk = p.len.k[0];
-    auto q = tp::tensor<T, 4>::from_host(dev, {batches, sq, p.hq, p.d}, in.q);
-    auto k = tp::tensor<T, 4>::from_host(dev, {batches, sk, p.hkv, p.d}, in.k);
-    auto v = tp::tensor<T, 4>::from_host(dev, {batches, sk, p.hkv, p.d}, in.v);
+    auto q = tp::tensor<T, 4>::from_host(dev, {batches, sq, p.hq, p.d}, q_in);
+    auto k = tp::tensor<KV, 4>::from_host(dev, {batches, sk, p.hkv, p.d}, k_in);
+    auto v = tp::tensor<KV, 4>::from_host(dev, {batches, sk, p.hkv, p.d}, v_in);
     auto o = tp::tensor<T, 4>::from_host(dev, {batches, sq, p.hq, p.d}, nan_o);
     tp::attention_forward<T>(dev, q, k, v, o, opt);
     out.o = o.to_host();
@@ -96,14 +109,15 @@ outputs<T> run(const tp::device& dev, const problem& p, const inputs<T>& in, tp:
   return out;
 }
 
-/// Compares a run's O and LSE with the float64 reference.
+/// Compares a run's O and LSE with the float64 reference on the values q, k and v.
 template <class T>
-void expect_matches_reference(const problem& p, const inputs<T>& in, const outputs<T>& out) {
+void expect_matches_reference(const problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v, const outputs<T>& out) {
   const auto cu_q = prefix(p.len.q), cu_k = prefix(p.len.k);
   const int batches = static_cast<int>(p.len.q.size()), total_q = cu_q.back();
   std::vector<double> ref_o, ref_lse;
-  reference::attention(in.q, in.k, in.v, p.hq, p.hkv, p.d, cu_q, cu_k, 1.0 / std::sqrt(static_cast<double>(p.d)), p.mask,
-                       ref_o, ref_lse);
+  reference::attention(q, k, v, p.hq, p.hkv, p.d, cu_q, cu_k, 1.0 / std::sqrt(static_cast<double>(p.d)), p.mask, ref_o,
+                       ref_lse);
   EXPECT_LT(test::rel_error(out.o, ref_o), 1e-2) << "O";
   int bad = 0;
   for (int b = 0; b < batches; ++b)
@@ -117,9 +131,13 @@ void expect_matches_reference(const problem& p, const inputs<T>& in, const outpu
       }
 }
 
-/// Runs a problem on fresh random inputs (with a workspace when it splits) and checks it.
 template <class T>
-void check(const problem& p) {
+void expect_matches_reference(const problem& p, const inputs<T>& in, const outputs<T>& out) {
+  expect_matches_reference(p, test::as_floats(in.q), test::as_floats(in.k), test::as_floats(in.v), out);
+}
+
+/// What a check prints about its problem.
+::testing::Message describe(const problem& p) {
   ::testing::Message what;
   what << "sq";
   for (int x : p.len.q) what << " " << x;
@@ -127,11 +145,40 @@ void check(const problem& p) {
   for (int x : p.len.k) what << " " << x;
   what << ", hq " << p.hq << " hkv " << p.hkv << " d " << p.d << " splits " << p.splits << (p.mask.causal ? " causal" : "")
        << " window " << p.mask.window_left << " " << p.mask.window_right << (p.varlen ? " varlen" : "");
-  SCOPED_TRACE(what);
+  return what;
+}
+
+/// Runs a problem on fresh random inputs (with a workspace when it splits) and checks it.
+template <class T>
+void check(const problem& p) {
+  SCOPED_TRACE(describe(p));
   const auto& dev = test::dev();
   const inputs<T> in(p);
   const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
-  expect_matches_reference(p, in, run(dev, p, in, ws.ref()));
+  expect_matches_reference(p, in, run(dev, p, in.q, in.k, in.v, ws.ref()));
+}
+
+/// fp8 K and V of a problem with fresh random values: scales per KV head or per tensor.
+struct fp8_inputs {
+  test::fp8_tensor k, v;
+  fp8_inputs(const problem& p, bool per_head, bool power_of_two)
+      : k(elements(p), p.hkv, p.d, per_head, power_of_two, test::fresh_seed()),
+        v(elements(p), p.hkv, p.d, per_head, power_of_two, test::fresh_seed()) {}
+  test::fp8_scales scales() const { return {k.scale, v.scale, k.scale.size() > 1}; }
+  static std::size_t elements(const problem& p) { return static_cast<std::size_t>(prefix(p.len.k).back()) * p.hkv * p.d; }
+};
+
+/// A problem over fp8 K and V against the float64 reference on the values they stand for.
+template <class T>
+void check_fp8(const problem& p, bool per_head) {
+  SCOPED_TRACE(describe(p) << (per_head ? " fp8 scales per head" : " fp8 scale per tensor"));
+  const auto& dev = test::dev();
+  const inputs<T> in(p);
+  const fp8_inputs kv(p, per_head, false);
+  const auto scales = kv.scales();
+  const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
+  expect_matches_reference(p, test::as_floats(in.q), kv.k.values, kv.v.values,
+                           run(dev, p, in.q, kv.k.codes, kv.v.codes, ws.ref(), &scales));
 }
 
 problem fixed(int b, int sq, int sk, int hq, int hkv, int d, int splits, reference::attention_mask mask = {}) {
@@ -201,9 +248,9 @@ TEST(AttentionDecode, CombineIndependentOfCtaOrder) {
   const inputs<tp::bf16> in(p);
   const auto& dev = test::dev();
   const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
-  const auto first = run(dev, p, in, ws.ref());
+  const auto first = run(dev, p, in.q, in.k, in.v, ws.ref());
   expect_matches_reference(p, in, first);
-  const auto again = run(dev, p, in, ws.ref());
+  const auto again = run(dev, p, in.q, in.k, in.v, ws.ref());
   EXPECT_TRUE(bitwise_equal(first.o, again.o) && bitwise_equal(first.lse, again.lse)) << "the same launch again";
   if (test::on_gpu()) return;
   tp::device shuffled = dev;
@@ -211,7 +258,7 @@ TEST(AttentionDecode, CombineIndependentOfCtaOrder) {
   shuffled.interpreter.copies = tp::interpret::copy_mode::shuffled;
   for (std::uint64_t seed : {3u, 4u}) {
     shuffled.interpreter.seed = seed;
-    const auto other = run(shuffled, p, in, ws.ref());
+    const auto other = run(shuffled, p, in.q, in.k, in.v, ws.ref());
     EXPECT_TRUE(bitwise_equal(first.o, other.o) && bitwise_equal(first.lse, other.lse)) << "CTA order seed " << seed;
   }
 }
@@ -293,4 +340,104 @@ TEST(AttentionDecode, BadSequenceOffsetsAreReportedByTheKernel) {
             std::string::npos);
   EXPECT_NE(run_offsets({0, 10}, {0, 64}, 8).find("sequence 0 has 10 query rows, more than max_seqlen_q = 8"),
             std::string::npos);
+}
+
+// ---- fp8 (e4m3) K and V ----------------------------------------------------------------
+
+TEST(AttentionDecodeFp8Kv, QueryRowsTimesGroupedHeads) {
+  for (int sq : {1, 2, 7, 16})
+    for (int group : {1, 4, 8, 16}) {
+      check_fp8<tp::bf16>(fixed(2, sq, 150, group, 1, 64, 1), sq % 2 == 0);
+      check_fp8<tp::bf16>(fixed(1, sq, 150, 2 * group, 2, 64, 2, causal), true);
+    }
+}
+
+TEST(AttentionDecodeFp8Kv, KeyLengthsAroundABlockAndSplits) {
+  for (int sk : {0, 1, 63, 64, 65, 129})
+    for (int splits : {1, 3})
+      check_fp8<tp::bf16>(fixed(2, 2, sk, 4, 2, 64, splits, sk % 2 ? causal : reference::attention_mask{}), true);
+  for (int splits : {2, 7, 64}) check_fp8<tp::bf16>(fixed(1, 1, 300, 8, 1, 64, splits), splits % 2 == 0);
+  check_fp8<tp::bf16>(fixed(3, 1, 2000, 4, 2, 64, 0), true);  // the kernel's own split count
+}
+
+TEST(AttentionDecodeFp8Kv, HeadDimsTypesMasksAndVarlen) {
+  check_fp8<tp::bf16>(fixed(1, 1, 200, 4, 2, 128, 2), true);
+  check_fp8<tp::f16>(fixed(1, 3, 200, 8, 2, 128, 3, causal), true);
+  check_fp8<tp::bf16>(fixed(1, 2, 150, 4, 2, 256, 2, causal), true);
+  check_fp8<tp::f16>(fixed(1, 1, 150, 2, 1, 256, 1), false);
+  check_fp8<tp::bf16>(fixed(1, 7, 400, 4, 1, 64, 4, {.window_left = 100, .window_right = 2}), false);
+  check_fp8<tp::f16>({{{1, 3, 0, 16, 2}, {0, 64, 5, 200, 65}}, 8, 2, 64, causal, true, 4}, true);
+  // Longer query sequences without a cache run on the decode kernel too (no fp8 prefill kernel).
+  check_fp8<tp::bf16>(fixed(2, 40, 90, 2, 2, 64, 2, causal), true);
+  check_fp8<tp::f16>({{{70, 1}, {100, 33}}, 4, 2, 128, {}, true, 1}, false);
+}
+
+// The fp8 kernel against the bf16 / f16 kernel given the values the codes stand for. With
+// power-of-two scales those values are exact in 16 bits and scaling every product by a power
+// of two changes no rounding: the same bytes (splits, masks and a varlen batch included).
+// With any other scales the 16-bit values are rounded: the 16-bit types' tolerance.
+template <class T>
+void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_two) {
+  SCOPED_TRACE(describe(p) << (per_head ? " per head" : " per tensor") << (power_of_two ? " powers of two" : ""));
+  const auto& dev = test::dev();
+  const inputs<T> in(p);
+  const fp8_inputs kv(p, per_head, power_of_two);
+  const auto scales = kv.scales();
+  auto as_t = [](const std::vector<float>& x) {
+    std::vector<T> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = tp::from_float<T>(x[i]);
+    return y;
+  };
+  const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
+  const auto fp8 = run(dev, p, in.q, kv.k.codes, kv.v.codes, ws.ref(), &scales);
+  const auto wide = run(dev, p, in.q, as_t(kv.k.values), as_t(kv.v.values), ws.ref());
+  if (power_of_two) {
+    EXPECT_TRUE(bitwise_equal(fp8.o, wide.o)) << "O";
+    EXPECT_TRUE(bitwise_equal(fp8.lse, wide.lse)) << "LSE";
+  } else {
+    std::vector<double> wide_o(wide.o.size());
+    for (std::size_t i = 0; i < wide.o.size(); ++i) wide_o[i] = tp::to_float(wide.o[i]);
+    EXPECT_LT(test::rel_error(fp8.o, wide_o), 1e-2) << "O";
+  }
+}
+
+TEST(AttentionDecodeFp8Kv, AgreesWithSixteenBitsOnTheSameValues) {
+  for (bool per_head : {false, true}) {
+    check_fp8_against_16_bits<tp::bf16>(fixed(2, 2, 300, 8, 2, 64, 3, causal), per_head, true);
+    check_fp8_against_16_bits<tp::f16>(fixed(1, 1, 200, 4, 2, 128, 2), per_head, true);
+    check_fp8_against_16_bits<tp::bf16>(fixed(2, 1, 140, 2, 2, 256, 1), per_head, false);
+  }
+  check_fp8_against_16_bits<tp::bf16>({{{1, 16, 0, 3}, {200, 65, 9, 0}}, 8, 2, 64, causal, true, 5}, true, true);
+}
+
+TEST(AttentionDecodeFp8Kv, BadScalesAreReported) {
+  const auto& dev = test::dev();
+  auto q = tp::tensor<tp::bf16, 4>(dev, {1, 1, 4, 64}), o = tp::tensor<tp::bf16, 4>(dev, {1, 1, 4, 64});
+  auto k16 = tp::tensor<tp::bf16, 4>(dev, {1, 20, 2, 64});
+  auto good = tp::tensor<float, 1>::from_host(dev, {2}, std::vector<float>{0.5f, 2.0f});
+  // Scales with 16-bit K and V would be ignored: refused on the host.
+  EXPECT_NE(test::error_of([&] { tp::attention_forward<tp::bf16>(dev, q, k16, k16, o, {.k_scale = good.data()}); })
+                .find("k_scale, v_scale and kv_scale_per_head dequantise fp8 (e4m3) K and V; k and v are bf16"),
+            std::string::npos);
+  if (test::on_gpu()) return;  // the values are checked by the kernel in the interpreter and debug builds
+  auto k = tp::tensor<tp::fp8_e4m3, 4>::from_host(dev, {1, 20, 2, 64},
+                                                  std::vector<tp::fp8_e4m3>(20 * 2 * 64, tp::from_float<tp::fp8_e4m3>(1.0f)));
+  auto error = [&](std::vector<float> k_scale, std::vector<float> v_scale) {
+    auto ks = tp::tensor<float, 1>::from_host(dev, {2}, k_scale), vs = tp::tensor<float, 1>::from_host(dev, {2}, v_scale);
+    return test::error_of([&] {
+      tp::attention_forward<tp::bf16>(dev, q, k, k, o,
+                                      {.k_scale = ks.data(), .v_scale = vs.data(), .kv_scale_per_head = true});
+    });
+  };
+  EXPECT_EQ(error({0.5f, 2.0f}, {1.0f, -3.0f}), "");
+  EXPECT_NE(error({0.5f, -2.0f}, {1.0f, 1.0f}).find("k_scale[1] is not a positive finite number"), std::string::npos);
+  EXPECT_NE(error({0.0f, 2.0f}, {1.0f, 1.0f}).find("k_scale[0] is not a positive finite number"), std::string::npos);
+  EXPECT_NE(error({1.0f, 1.0f}, {NAN, 1.0f}).find("v_scale[0] is not a finite number"), std::string::npos);
+}
+
+TEST(AttentionDecodeFp8Kv, LargeOnTheGpu) {
+  if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
+  check_fp8<tp::bf16>(fixed(2, 1, 131072, 32, 8, 128, 0), true);
+  check_fp8<tp::f16>(fixed(3, 4, 20000, 16, 2, 256, 7, causal), false);
+  check_fp8_against_16_bits<tp::bf16>(fixed(4, 1, 32768, 32, 8, 128, 0), true, true);
 }

@@ -11,8 +11,11 @@
 // a read of anything but a sequence's keys shows. Outputs start as NaN. A paged run gives
 // the bytes of the unpaged run with seqused_k (the KV blocks and splits are the same).
 // Bad tables and lengths are reported by the kernel in the interpreter, and clipped in a
-// release GPU build; bad shapes and page sizes by the host.
+// release GPU build; bad shapes and page sizes by the host. An fp8 (e4m3) cache with scales
+// per tensor and per KV head, against the reference on the values its codes stand for (its
+// unused rows hold NaN codes).
 #include "attention_instances.hpp"
+#include "fp8_kv.hpp"
 #include "test_util.hpp"
 
 #include <tilepipe/kernels/attention.cuh>
@@ -48,17 +51,20 @@ std::vector<int> prefix(const std::vector<int>& n) {
 }
 
 /// The same keys and values three ways: packed for the reference, paged, and unpaged
-/// [B, max_pages * page, Hkv, D] for the kernel with seqused_k alone.
-template <class T>
+/// [B, max_pages * page, Hkv, D] for the kernel with seqused_k alone. K and V of type KV: T,
+/// or fp8_e4m3 codes with their scales (one, or one per KV head with fp8_per_head).
+template <class T, class KV = T>
 struct cache {
   int batches = 0, max_pages = 0, num_pages = 0;
-  std::vector<T> q;                   // [B, Sq, Hq, D], or [total_q, Hq, D] for varlen queries
-  std::vector<T> k_packed, v_packed;  // [sum used, Hkv, D]
-  std::vector<T> k_pages, v_pages;    // [num_pages, page, Hkv, D]
-  std::vector<T> k_flat, v_flat;      // [B, max_pages * page, Hkv, D]
-  std::vector<int> table;             // [B, max_pages]
+  std::vector<T> q;                     // [B, Sq, Hq, D], or [total_q, Hq, D] for varlen queries
+  std::vector<KV> k_packed, v_packed;   // [sum used, Hkv, D]
+  std::vector<float> k_values, v_values;  // what k_packed and v_packed stand for (fp8: dequantised)
+  test::fp8_scales scales;              // fp8: the scales
+  std::vector<KV> k_pages, v_pages;     // [num_pages, page, Hkv, D]
+  std::vector<KV> k_flat, v_flat;       // [B, max_pages * page, Hkv, D]
+  std::vector<int> table;               // [B, max_pages]
 
-  explicit cache(const problem& p) {
+  explicit cache(const problem& p, bool fp8_per_head = false) {
     std::mt19937 rng(static_cast<unsigned>(test::fresh_seed()));
     batches = static_cast<int>(p.used.size());
     const long long row = static_cast<long long>(p.hkv) * p.d;  // elements per key
@@ -73,8 +79,17 @@ struct cache {
     num_pages = needed + p.spare_pages;
     q = test::random_values<T>(static_cast<std::size_t>(prefix(p.query_rows()).back()) * p.hq * p.d, test::fresh_seed(), -2, 2);
     const long long total = prefix(p.used).back();
-    k_packed = test::random_values<T>(static_cast<std::size_t>(total * row), test::fresh_seed(), -2, 2);
-    v_packed = test::random_values<T>(static_cast<std::size_t>(total * row));
+    const auto n = static_cast<std::size_t>(total * row);
+    if constexpr (std::is_same_v<KV, tp::fp8_e4m3>) {
+      const test::fp8_tensor k(n, p.hkv, p.d, fp8_per_head, false, test::fresh_seed());
+      const test::fp8_tensor v(n, p.hkv, p.d, fp8_per_head, false, test::fresh_seed());
+      k_packed = k.codes, v_packed = v.codes, k_values = k.values, v_values = v.values;
+      scales = {k.scale, v.scale, fp8_per_head};
+    } else {
+      k_packed = test::random_values<T>(n, test::fresh_seed(), -2, 2);
+      v_packed = test::random_values<T>(n);
+      k_values = test::as_floats(k_packed), v_values = test::as_floats(v_packed);
+    }
     // The pool in a random order; entries past a sequence's pages alternate between one
     // past the pool and -1.
     std::vector<int> pool(num_pages);
@@ -85,7 +100,7 @@ struct cache {
     for (int b = 0; b < batches; ++b)
       for (int i = 0; i < max_pages; ++i)
         table[b * max_pages + i] = i < pages_of[b] ? pool[next++] : (i % 2 ? -1 : num_pages);
-    const T nan = tp::from_float<T>(NAN);
+    const KV nan = tp::from_float<KV>(NAN);  // e4m3: the NaN code 0x7f
     k_pages.assign(static_cast<std::size_t>(num_pages) * p.page * row, nan);
     v_pages = k_pages;
     k_flat.assign(static_cast<std::size_t>(batches) * max_pages * p.page * row, nan);
@@ -111,8 +126,8 @@ struct outputs {
 };
 
 /// Runs attention on the paged cache (paged) or on the unpaged one with seqused_k.
-template <class T>
-outputs<T> run(const tp::device& dev, const problem& p, const cache<T>& c, bool paged, tp::partials_ref ws) {
+template <class T, class KV>
+outputs<T> run(const tp::device& dev, const problem& p, const cache<T, KV>& c, bool paged, tp::partials_ref ws) {
   const long long b = c.batches, rows = static_cast<long long>(c.max_pages) * p.page;
   const auto cu_q = prefix(p.query_rows());
   const long long total_q = cu_q.back();
@@ -130,10 +145,16 @@ outputs<T> run(const tp::device& dev, const problem& p, const cache<T>& c, bool 
                             .window_right = p.mask.window_right, .lse = lse.data(), .num_splits = p.splits,
                             .partials = ws, .seqused_k = used.data()};
   if (paged) opt.page_table = table.data(), opt.max_pages_per_seq = c.max_pages;
-  auto k = paged ? tp::tensor<T, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.k_pages)
-                 : tp::tensor<T, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.k_flat);
-  auto v = paged ? tp::tensor<T, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.v_pages)
-                 : tp::tensor<T, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.v_flat);
+  tp::tensor<float, 1> k_scale, v_scale;
+  if (!c.scales.k.empty()) {
+    k_scale = tp::tensor<float, 1>::from_host(dev, {static_cast<long long>(c.scales.k.size())}, c.scales.k);
+    v_scale = tp::tensor<float, 1>::from_host(dev, {static_cast<long long>(c.scales.v.size())}, c.scales.v);
+    opt.k_scale = k_scale.data(), opt.v_scale = v_scale.data(), opt.kv_scale_per_head = c.scales.per_head;
+  }
+  auto k = paged ? tp::tensor<KV, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.k_pages)
+                 : tp::tensor<KV, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.k_flat);
+  auto v = paged ? tp::tensor<KV, 4>::from_host(dev, {c.num_pages, p.page, p.hkv, p.d}, c.v_pages)
+                 : tp::tensor<KV, 4>::from_host(dev, {b, rows, p.hkv, p.d}, c.v_flat);
   if (p.varlen()) {
     tp::attention_forward_varlen<T>(dev, q3, k, v, o3, cu.data(), static_cast<int>(b), p.max_sq(), opt);
     return {o3.to_host(), lse.to_host()};
@@ -142,11 +163,11 @@ outputs<T> run(const tp::device& dev, const problem& p, const cache<T>& c, bool 
   return {o4.to_host(), lse.to_host()};
 }
 
-template <class T>
-void expect_matches_reference(const problem& p, const cache<T>& c, const outputs<T>& out) {
+template <class T, class KV>
+void expect_matches_reference(const problem& p, const cache<T, KV>& c, const outputs<T>& out) {
   const std::vector<int> cu_q = prefix(p.query_rows()), cu_k = prefix(p.used);
   std::vector<double> ref_o, ref_lse;
-  reference::attention(c.q, c.k_packed, c.v_packed, p.hq, p.hkv, p.d, cu_q, cu_k,
+  reference::attention(test::as_floats(c.q), c.k_values, c.v_values, p.hq, p.hkv, p.d, cu_q, cu_k,
                        1.0 / std::sqrt(static_cast<double>(p.d)), p.mask, ref_o, ref_lse);
   EXPECT_LT(test::rel_error(out.o, ref_o), 1e-2) << "O";
   const int total_q = cu_q.back();
@@ -167,19 +188,21 @@ bool bitwise_equal(const std::vector<T>& x, const std::vector<T>& y) {
   return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
 }
 
-/// Fresh inputs: the paged run against the reference, and bitwise against the unpaged run.
-template <class T>
-void check(const problem& p) {
+/// Fresh inputs: the paged run against the reference, and bitwise against the unpaged run;
+/// K and V of type KV (fp8_e4m3: scales per KV head or per tensor).
+template <class T, class KV = T>
+void check(const problem& p, bool fp8_per_head = false) {
   ::testing::Message what;
   what << "sq";
   for (int x : p.query_rows()) what << " " << x;
   what << ", used";
   for (int x : p.used) what << " " << x;
   what << ", hq " << p.hq << " hkv " << p.hkv << " d " << p.d << " page " << p.page << " splits " << p.splits
-       << (p.mask.causal ? " causal" : "") << " window " << p.mask.window_left << " " << p.mask.window_right;
+       << (p.mask.causal ? " causal" : "") << " window " << p.mask.window_left << " " << p.mask.window_right
+       << " K and V " << tp::dtype_traits<KV>::name << (fp8_per_head ? " scales per head" : "");
   SCOPED_TRACE(what);
   const auto& dev = test::dev();
-  const cache<T> c(p);
+  const cache<T, KV> c(p, fp8_per_head);
   const int tiles = c.batches * p.hkv * ((p.max_sq() * p.hq / p.hkv + 63) / 64);
   const tp::partials_buffer ws(dev, std::max(tp::attention_partial_slots(dev), tiles * std::max(p.splits, 1)),
                                tp::attention_partial_floats(p.d));
@@ -254,11 +277,11 @@ TEST(AttentionPaged, VariableLengthQueries) {
 }
 
 // The boxes of a gathered block land in any order (the interpreter's shuffled copies), and
-// any split of a tile may combine (shuffled CTAs): the same bytes.
-TEST(AttentionPaged, ShuffledCopyAndCtaOrders) {
-  if (test::on_gpu()) GTEST_SKIP() << "the interpreter's copy and CTA orders";
+// any split of a tile may combine (shuffled CTAs): the same bytes (16-bit and fp8 caches).
+template <class KV>
+void expect_same_bytes_in_shuffled_orders() {
   const problem p{.sq = 2, .used = {300, 45}, .hq = 8, .hkv = 2, .page = 16, .splits = 3, .mask = causal};
-  const cache<tp::bf16> c(p);
+  const cache<tp::bf16, KV> c(p, true);
   const auto& dev = test::dev();
   const tp::partials_buffer ws(dev, 64, tp::attention_partial_floats(p.d));
   const auto first = run(dev, p, c, true, ws.ref());
@@ -271,6 +294,12 @@ TEST(AttentionPaged, ShuffledCopyAndCtaOrders) {
     const auto other = run(shuffled, p, c, true, ws.ref());
     EXPECT_TRUE(bitwise_equal(first.o, other.o) && bitwise_equal(first.lse, other.lse)) << "seed " << seed;
   }
+}
+
+TEST(AttentionPaged, ShuffledCopyAndCtaOrders) {
+  if (test::on_gpu()) GTEST_SKIP() << "the interpreter's copy and CTA orders";
+  expect_same_bytes_in_shuffled_orders<tp::bf16>();
+  expect_same_bytes_in_shuffled_orders<tp::fp8_e4m3>();
 }
 
 TEST(AttentionPaged, LargeOnTheGpu) {
@@ -377,4 +406,47 @@ TEST(AttentionPaged, BadTablesAreReportedByTheKernelOrClipped) {
   EXPECT_NE(beyond_k.find("seqused_k[0] = 41 keys, outside [0, 40] (the rows of k)"), std::string::npos) << beyond_k;
   EXPECT_NE(beyond_empty_k.find("seqused_k[1] = 1 keys, outside [0, 0] (the rows of k)"), std::string::npos)
       << beyond_empty_k;
+}
+
+// ---- an fp8 (e4m3) cache ---------------------------------------------------------------
+
+template <class T>
+void check_fp8(const problem& p, bool per_head) {
+  check<T, tp::fp8_e4m3>(p, per_head);
+}
+
+// Lengths around a page for pages smaller than, equal to and larger than the KV block, GQA
+// 1, 4 and 8, query rows 1 to 16, splits with empty ones, and scales per tensor and per head.
+TEST(AttentionPagedFp8Kv, LengthsPagesAndGroups) {
+  for (int page : {16, 64, 256}) {
+    check_fp8<tp::bf16>({.sq = 1, .used = {0, 1, page, page + 1, 5 * page / 2}, .hq = 4, .hkv = 1, .page = page,
+                         .splits = 2}, false);
+    check_fp8<tp::bf16>({.sq = 2, .used = {page + 1, 3}, .hq = 8, .hkv = 2, .page = page, .splits = 1, .mask = causal},
+                        true);
+  }
+  for (int sq : {1, 7, 16})
+    for (int group : {1, 8})
+      check_fp8<tp::bf16>({.sq = sq, .used = {200, 17}, .hq = 2 * group, .hkv = 2, .page = 64, .splits = 3,
+                           .mask = causal}, true);
+  for (int splits : {5, 64, 0})
+    check_fp8<tp::bf16>({.sq = 1, .used = {300, 20, 0}, .hq = 8, .hkv = 2, .page = 16, .splits = splits}, true);
+}
+
+TEST(AttentionPagedFp8Kv, HeadDimsTypesChunksAndVarlen) {
+  check_fp8<tp::f16>({.sq = 3, .used = {131, 128}, .hq = 8, .hkv = 2, .d = 128, .page = 128, .splits = 1,
+                      .mask = causal}, true);
+  check_fp8<tp::bf16>({.sq = 2, .used = {150, 40}, .hq = 4, .hkv = 2, .d = 256, .page = 16, .splits = 2, .mask = causal},
+                      true);
+  check_fp8<tp::f16>({.sq = 1, .used = {150}, .hq = 2, .hkv = 1, .d = 256, .page = 64, .splits = 1}, false);
+  check_fp8<tp::bf16>({.sq = 40, .used = {100, 90}, .hq = 8, .hkv = 2, .page = 32, .splits = 2, .mask = causal}, true);
+  check_fp8<tp::bf16>({.used = {300, 17, 0, 64}, .hq = 4, .hkv = 2, .d = 128, .page = 16, .splits = 2, .mask = causal,
+                       .q_lengths = {1, 17, 0, 5}}, true);
+}
+
+TEST(AttentionPagedFp8Kv, LargeOnTheGpu) {
+  if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
+  check_fp8<tp::bf16>({.sq = 1, .used = {131072, 70000}, .hq = 32, .hkv = 8, .d = 128, .page = 16, .splits = 0}, true);
+  check_fp8<tp::bf16>({.sq = 4, .used = {32768, 1, 0, 9000}, .hq = 16, .hkv = 2, .d = 128, .page = 128, .splits = 0,
+                       .mask = causal}, false);
+  check_fp8<tp::f16>({.sq = 2, .used = {20000, 4097}, .hq = 8, .hkv = 1, .d = 256, .page = 32, .splits = 7}, true);
 }

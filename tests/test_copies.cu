@@ -3,7 +3,9 @@
 // slices at offsets that are not block multiples (TMA's at 16-byte column boundaries;
 // one that is not is reported), smaller than a block at the tensor's edge, and column
 // slices of SMEM views; every element of the outputs is checked (untouched ones stay the
-// launch's NaN poison).
+// launch's NaN poison). tp::dequantize: an e4m3 block in SMEM into bf16 / f16 blocks of the
+// wgmma operand layout, every code (NaN, subnormals, +-448) against an independent decoding,
+// and the zeroed rows: the same bits on both backends.
 #include "test_util.hpp"
 
 #include <cstring>
@@ -116,4 +118,66 @@ TEST(Copies, MisfitViewsAreReported) {
   EXPECT_NE(e.find("copy_gmem_to_smem of a whole gmem view: dimension 0 has extent 20, more than the block's 16"),
             std::string::npos)
       << e;
+}
+
+namespace {
+
+using fp8_tile = tp::tile<tp::block<32, 64>>;                    // unswizzled e4m3 (a KV slot)
+using wide_tile = tp::tile<tp::block<32, 64>, tp::swizzle<128>>;  // a wgmma operand
+
+template <class T>
+struct dequantize_kernel {
+  int zero_from = 32;
+  TP_HD void operator()(tp::kernel_context&, tp::gmem<tp::fp8_e4m3, 2, fp8_tile> x, tp::gmem<T, 2, wide_tile> y,
+                        tp::smem<tp::fp8_e4m3, fp8_tile> a, tp::smem<T, wide_tile> b, tp::barriers<1> bar) const {
+    tp::copy_gmem_to_smem(x, a, bar[0]);
+    tp::barrier_wait(bar[0], 0);
+    tp::dequantize(a, b, zero_from);
+    tp::commit_smem();
+    tp::copy_smem_to_gmem(b, y);
+    tp::wait_smem_to_gmem<0>();
+  }
+};
+
+/// The bits of e4m3 code c as T, decoded from its fields: sign, 4 exponent bits (bias 7),
+/// 3 mantissa bits, subnormals at exponent 0, NaN at 0x7f / 0xff (T's canonical NaN).
+template <class T>
+std::uint16_t e4m3_bits_as(unsigned c) {
+  if ((c & 0x7f) == 0x7f) return 0x7fff;
+  const int e = (c >> 3) & 15, m = c & 7;
+  const double magnitude = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+  const T t = tp::from_float<T>(static_cast<float>(c & 0x80 ? -magnitude : magnitude));
+  std::uint16_t b;
+  std::memcpy(&b, &t, 2);
+  return b;
+}
+
+template <class T>
+void check_dequantize(int zero_from) {
+  SCOPED_TRACE(::testing::Message() << tp::dtype_traits<T>::name << ", rows from " << zero_from << " zeroed");
+  std::vector<unsigned> codes(32 * 64);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<unsigned>(i % 256);  // every code 8 times
+  std::shuffle(codes.begin(), codes.end(), std::mt19937(static_cast<unsigned>(test::fresh_seed())));
+  std::vector<tp::fp8_e4m3> hx(codes.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) hx[i].__x = static_cast<unsigned char>(codes[i]);
+  auto x = tp::tensor<tp::fp8_e4m3, 2>::from_host(test::dev(), {32, 64}, hx);
+  const auto y = tp::kernel(dequantize_kernel<T>{zero_from}, {}, tp::out_type<T>(32, 64))(test::dev(), x);
+  const auto hy = y.to_host();
+  int bad = 0;
+  for (int i = 0; i < 32 * 64; ++i) {
+    std::uint16_t got;
+    std::memcpy(&got, &hy[i], 2);
+    const std::uint16_t want = i / 64 < zero_from ? e4m3_bits_as<T>(codes[i]) : 0;
+    if (got != want && bad++ < 5)
+      ADD_FAILURE() << "element " << i << " (code 0x" << std::hex << codes[i] << "): 0x" << got << ", want 0x" << want;
+  }
+}
+
+}  // namespace
+
+TEST(Copies, DequantizeEveryE4m3CodeExactly) {
+  for (int zero_from : {32, 13, 0}) {
+    check_dequantize<tp::bf16>(zero_from);
+    check_dequantize<tp::f16>(zero_from);
+  }
 }

@@ -17,6 +17,7 @@
 #include "pallas_call.cuh"
 #include "scoped.cuh"
 #include "ops/copy.cuh"
+#include "ops/dequantize.cuh"
 #include "ops/fragment.cuh"
 #include "ops/map.cuh"
 #include "ops/scalar_prefetch.cuh"

@@ -90,7 +90,7 @@ void require_same_device(const char* op, std::initializer_list<const tensor_arg*
   }
 }
 
-std::int64_t elem_bytes(dtype t) { return t == dtype::bf16 || t == dtype::f16 ? 2 : 4; }
+std::int64_t elem_bytes(dtype t) { return t == dtype::u8 ? 1 : t == dtype::bf16 || t == dtype::f16 ? 2 : 4; }
 
 /// The stride tilepipe uses for dimension d: an extent-1 dimension is never stepped, so any
 /// stride a framework gives it is accepted (host/tensor_map.cuh, effective_stride).
@@ -154,9 +154,16 @@ void check(attention_args& a) {
     fail("%s: varlen attention needs both cu_seqlens_q and cu_seqlens_k (%s was given alone)", op,
          a.cu_seqlens_q.present() ? "cu_seqlens_q" : "cu_seqlens_k");
   for (tensor_arg* t : {&a.q, &a.k, &a.v, &a.out}) require_rank(op, *t, rank, layout);
-  require_16bit(op, a.q), require_16bit(op, a.k, &a.q), require_16bit(op, a.v, &a.q), require_16bit(op, a.out, &a.q);
+  require_16bit(op, a.q), require_16bit(op, a.out, &a.q);
+  if (a.kv_fp8) {
+    require_type(op, a.k, dtype::u8), require_type(op, a.v, dtype::u8);  // float8_e4m3fn, passed as its bits
+  } else {
+    require_16bit(op, a.k, &a.q), require_16bit(op, a.v, &a.q);
+    if (a.k_scale.present() || a.v_scale.present())
+      fail("%s: k_scale and v_scale dequantise float8_e4m3fn k and v; k and v are %s", op, a.k.type_name.c_str());
+  }
   require_same_device(op, {&a.q, &a.k, &a.v, &a.out, &a.lse, &a.cu_seqlens_q, &a.cu_seqlens_k, &a.seqused_k,
-                           &a.page_table, &a.partials, &a.partial_flags});
+                           &a.page_table, &a.partials, &a.partial_flags, &a.k_scale, &a.v_scale});
   const int h = rank - 2, d = rank - 1;  // the heads' and the head dim's dimension
   const std::int64_t D = a.q.shape[d], hq = a.q.shape[h], hkv = a.k.shape[h];
   if (D != 64 && D != 128 && D != 256)
@@ -199,6 +206,24 @@ void check(attention_args& a) {
         fail("%s: the page size (k's second dimension, %lld) must be a power of two from 16 to 256", op,
              static_cast<long long>(page));
     }
+  }
+  if (a.kv_fp8) {
+    std::int64_t counts[2] = {1, 1};
+    int i = 0;
+    for (tensor_arg* s : {&a.k_scale, &a.v_scale}) {
+      if (s->present()) {
+        require_type(op, *s, dtype::f32);
+        counts[i] = s->numel();
+        if (s->rank > 1 || (counts[i] != 1 && counts[i] != hkv) || (s->rank == 1 && s->shape[0] > 1 && s->stride[0] != 1))
+          fail("%s: %s must be float32 with one value (per tensor) or heads_kv = %lld values (per KV head), "
+               "contiguous; got shape %s",
+               op, s->name, static_cast<long long>(hkv), s->shape_text().c_str());
+      }
+      ++i;
+    }
+    if (a.k_scale.present() && a.v_scale.present() && counts[0] != counts[1])
+      fail("%s: k_scale has %lld values and v_scale %lld: both per tensor (1) or both per KV head (%lld)", op,
+           static_cast<long long>(counts[0]), static_cast<long long>(counts[1]), static_cast<long long>(hkv));
   }
   if (a.num_splits < 0 || a.num_splits > 64) fail("%s: num_splits must be 0 (choose) to 64, got %d", op, a.num_splits);
   if (a.partials.present()) {

@@ -281,7 +281,7 @@ NB_MODULE(_C, m) {
                       nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, int max_seqlen_q, float softmax_scale,
                       bool causal, int window_left, int window_right, std::uintptr_t stream, bool uint16_is_bf16,
                       nb::handle seqused_k, nb::handle page_table, int num_splits, nb::handle partials,
-                      nb::handle partial_flags) {
+                      nb::handle partial_flags, bool kv_fp8, nb::handle k_scale, nb::handle v_scale) {
     call_tensors take;
     take.uint16_is_bf16 = uint16_is_bf16;
     attention_args a;
@@ -292,6 +292,7 @@ NB_MODULE(_C, m) {
     a.seqused_k = take(seqused_k, "seqused_k"), a.page_table = take(page_table, "page_table");
     a.num_splits = num_splits;
     a.partials = take(partials, "split-KV workspace"), a.partial_flags = take(partial_flags, "split-KV flags");
+    a.kv_fp8 = kv_fp8, a.k_scale = take(k_scale, "k_scale"), a.v_scale = take(v_scale, "v_scale");
     if (launch_it) launch(a, a.q);
     else check(a);
     return a.max_seqlen_q;
@@ -354,16 +355,19 @@ NB_MODULE(_C, m) {
           [attention, launch_it](nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
                                  nb::handle cu_q, nb::handle cu_k, int max_seqlen_q, float scale, bool causal, int wl,
                                  int wr, std::uintptr_t stream, bool bf16, nb::handle seqused_k, nb::handle page_table,
-                                 int num_splits, nb::handle partials, nb::handle partial_flags) {
+                                 int num_splits, nb::handle partials, nb::handle partial_flags, bool kv_fp8,
+                                 nb::handle k_scale, nb::handle v_scale) {
             return attention(launch_it, q, k, v, out, lse, cu_q, cu_k, max_seqlen_q, scale, causal, wl, wr, stream, bf16,
-                             seqused_k, page_table, num_splits, partials, partial_flags);
+                             seqused_k, page_table, num_splits, partials, partial_flags, kv_fp8, k_scale, v_scale);
           },
           nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("lse").none(), nb::arg("cu_seqlens_q").none(),
           nb::arg("cu_seqlens_k").none(), nb::arg("max_seqlen_q"), nb::arg("softmax_scale"), nb::arg("causal"),
           nb::arg("window_left"), nb::arg("window_right"), nb::arg("stream"), nb::arg("uint16_is_bf16"),
           nb::arg("seqused_k").none() = nb::none(), nb::arg("page_table").none() = nb::none(), nb::arg("num_splits") = 0,
           nb::arg("partials").none() = nb::none(), nb::arg("partial_flags").none() = nb::none(),
-          "Writes attention(q, k, v) into out (and lse); returns max_seqlen_q (found from host offsets when -1).");
+          nb::arg("kv_fp8") = false, nb::arg("k_scale").none() = nb::none(), nb::arg("v_scale").none() = nb::none(),
+          "Writes attention(q, k, v) into out (and lse); returns max_seqlen_q (found from host offsets when -1). "
+          "kv_fp8: k and v are float8_e4m3fn given as uint8, dequantised by k_scale and v_scale.");
     m.def((std::string("attention_backward") + suffix).c_str(),
           [attention_backward, launch_it](nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle d_out,
                                           nb::handle lse, nb::handle dq, nb::handle dk, nb::handle dv,

@@ -75,17 +75,27 @@ void TILEPIPE_PY_ENTRY(const attention_args& a) {
   if (a.partials.present())
     opt.partials = {static_cast<float*>(a.partials.data), static_cast<unsigned*>(a.partial_flags.data),
                     static_cast<int>(a.partials.shape[0]), a.partials.shape[1]};
-  on_device(a.q, [&](const device& dev) {
-    if (a.cu_seqlens_q.present()) {
-      const int batch = static_cast<int>(a.cu_seqlens_q.shape[0] - 1);
-      // k and v without rows: the kernel reads neither (every sequence is empty there).
-      attention_forward_varlen<T>(dev, view_of<T, 3>(a.q), view_of<T, 3>(a.k), view_of<T, 3>(a.v), view_of<T, 3>(a.out),
-                                  static_cast<const int*>(a.cu_seqlens_q.data),
-                                  static_cast<const int*>(a.cu_seqlens_k.data), batch, a.max_seqlen_q, opt);
-    } else {
-      attention_forward<T>(dev, view_of<T, 4>(a.q), view_of<T, 4>(a.k), view_of<T, 4>(a.v), view_of<T, 4>(a.out), opt);
-    }
-  });
+  opt.k_scale = static_cast<const float*>(a.k_scale.data);
+  opt.v_scale = static_cast<const float*>(a.v_scale.data);
+  opt.kv_scale_per_head = (a.k_scale.present() && a.k_scale.numel() > 1) || (a.v_scale.present() && a.v_scale.numel() > 1);
+  // K and V of type KV: T, or fp8 (e4m3) codes.
+  auto run = [&](auto kv) {
+    using KV = decltype(kv);
+    on_device(a.q, [&](const device& dev) {
+      if (a.cu_seqlens_q.present()) {
+        const int batch = static_cast<int>(a.cu_seqlens_q.shape[0] - 1);
+        // k and v without rows: the kernel reads neither (every sequence is empty there).
+        attention_forward_varlen<T>(dev, view_of<T, 3>(a.q), view_of<KV, 3>(a.k), view_of<KV, 3>(a.v),
+                                    view_of<T, 3>(a.out), static_cast<const int*>(a.cu_seqlens_q.data),
+                                    static_cast<const int*>(a.cu_seqlens_k.data), batch, a.max_seqlen_q, opt);
+      } else {
+        attention_forward<T>(dev, view_of<T, 4>(a.q), view_of<KV, 4>(a.k), view_of<KV, 4>(a.v), view_of<T, 4>(a.out),
+                             opt);
+      }
+    });
+  };
+  if (a.kv_fp8) run(fp8_e4m3{});
+  else run(T{});
 }
 #elif TILEPIPE_PY_KERNEL == 5  // attention backward
 void TILEPIPE_PY_ENTRY(const attention_backward_args& a) {

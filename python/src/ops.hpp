@@ -65,6 +65,10 @@ struct attention_args {
   // partials f32 [slots, slot_floats] and partial_flags int32 [slots] (zero), or absent (no split).
   int num_splits = 0;
   tensor_arg partials, partial_flags;
+  // An fp8 cache: k and v float8_e4m3fn (as uint8, their bits) when kv_fp8; k_scale and v_scale
+  // float32 with one value or one per KV head (absent: 1), K = k * k_scale, V = v * v_scale.
+  bool kv_fp8 = false;
+  tensor_arg k_scale, v_scale;
 };
 
 /// The gradients of attention: the forward's arguments (out its output, lse its LSE, both

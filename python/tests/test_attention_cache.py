@@ -3,7 +3,10 @@ num_splits) on PyTorch and NumPy against a float64 reference over each sequence'
 decode (Sq 1) and speculative rows (Sq 4), GQA, ragged lengths with an empty one, causal
 (bottom-right: query i of Sq sees the first used - Sq + 1 + i keys), page sizes 16 and 64 with
 a shuffled table over a pool larger than needed (unused pages and rows NaN), explicit splits,
-flash_attn_with_kvcache, and bad caches reported."""
+flash_attn_with_kvcache, and bad caches reported. An fp8 cache (float8_e4m3fn k and v, scales per
+tensor or per KV head, arrays or floats; NaN codes where unused) against float64 on the values
+its codes stand for."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -104,3 +107,66 @@ def test_no_backward_over_a_cache(rng):
     out = tilepipe.attention(q, k, k, seqused_k=torch.tensor([30], dtype=torch.int32))
     with pytest.raises(NotImplementedError, match="KV cache"):
         out.float().sum().backward()
+
+
+def fp8_array(backend, codes):
+    """float8_e4m3fn codes (an ml_dtypes array) as this backend's float8_e4m3fn array."""
+    if backend.framework == "numpy":
+        return codes
+    t = torch.from_numpy(codes.view(np.uint8).copy()).view(torch.float8_e4m3fn)
+    return t.to("cuda" if backend.gpu else "cpu")
+
+
+def fp8_values(rng, shape, per_head):
+    """Random float8_e4m3fn codes [..., heads, head_dim] with scales amax / 448 (per KV head: amax
+    from 0.01 to 10; else one) and the values they stand for (float64)."""
+    heads = shape[-2]
+    amax = 10 ** rng.uniform(-2, 1, heads if per_head else 1)
+    scale = (amax / 448).astype(np.float32)
+    per_element = np.broadcast_to(scale if per_head else scale[0], (heads,))[:, None].astype(np.float64)
+    codes = (rng.uniform(-1, 1, shape) * 448).astype(ml_dtypes.float8_e4m3fn)
+    return codes, scale, codes.astype(np.float64) * per_element
+
+
+@pytest.mark.parametrize("sq,causal,page,per_head,cache", [(1, False, 0, False, True), (4, True, 0, True, True),
+                                                           (1, False, 16, True, True), (2, True, 64, False, True),
+                                                           (20, True, 0, True, False)])
+def test_fp8_cache(backend, rng, sq, causal, page, per_head, cache):
+    backend = cache_backend(backend)
+    b, sk, hq, hkv, d = 3, 150, 8, 2, 64
+    used = np.array([150, 5, 37] if cache else [sk] * b, np.int32)
+    q = rng.standard_normal((b, sq, hq, d))
+    k8, k_scale, k = fp8_values(rng, (b, sk, hkv, d), per_head)
+    v8, v_scale, v = fp8_values(rng, (b, sk, hkv, d), per_head)
+    for i in range(b):  # keys past a sequence's length are never read (NaN codes there)
+        k8[i, used[i]:], v8[i, used[i]:] = np.nan, np.nan
+    table = None
+    if page:
+        kc, vc, table = page_cache(rng, k8.astype(np.float64), v8.astype(np.float64), page)
+        k8, v8 = kc.astype(ml_dtypes.float8_e4m3fn), vc.astype(ml_dtypes.float8_e4m3fn)
+        table = backend.array(table, "int32")
+    # Per tensor, the scales go as Python floats; per head, as float32 arrays.
+    scales = ((backend.array(k_scale, "float32"), backend.array(v_scale, "float32")) if per_head
+              else (float(k_scale[0]), float(v_scale[0])))
+    out = tilepipe.attention(backend.array(q, "bfloat16"), fp8_array(backend, k8), fp8_array(backend, v8),
+                             causal=causal, seqused_k=backend.array(used, "int32") if cache else None,
+                             page_table=table, k_scale=scales[0], v_scale=scales[1])
+    got = backend.numpy(out)
+    want = reference(rounded(q, "bfloat16"), k, v, used, causal)
+    assert not np.isnan(got).any()
+    assert rel_error(got, want) < TOL
+
+
+def test_bad_fp8_caches_are_reported(backend, rng):
+    backend = cache_backend(backend)
+    q = backend.array(rng.standard_normal((1, 1, 4, 64)), "bfloat16")
+    k16 = backend.array(rng.standard_normal((1, 32, 2, 64)), "bfloat16")
+    k8 = fp8_array(backend, rng.standard_normal((1, 32, 2, 64)).astype(ml_dtypes.float8_e4m3fn))
+    with pytest.raises(ValueError, match="k_scale and v_scale dequantise float8_e4m3fn k and v"):
+        tilepipe.attention(q, k16, k16, k_scale=0.5)
+    with pytest.raises(ValueError, match="k_scale must be float32 with one value .per tensor. or heads_kv = 2"):
+        tilepipe.attention(q, k8, k8, k_scale=backend.array(np.ones(3), "float32"))
+    with pytest.raises(ValueError, match="k_scale has 2 values and v_scale 1"):
+        tilepipe.attention(q, k8, k8, k_scale=backend.array(np.ones(2), "float32"), v_scale=0.5)
+    with pytest.raises(TypeError, match="both float8_e4m3fn or both"):
+        tilepipe.attention(q, k8, k16)

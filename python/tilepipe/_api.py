@@ -34,7 +34,7 @@ def _find_frontend(x):
 
 def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1), cu_seqlens_q=None,
               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, return_lse=False, seqused_k=None,
-              page_table=None, num_splits=0):
+              page_table=None, num_splits=0, k_scale=None, v_scale=None):
     """Flash attention forward: softmax(softmax_scale * q k^T + mask) v, FlashAttention's semantics.
 
     q: [batch, seqlen_q, heads_q, head_dim]; k, v: [batch, seqlen_k, heads_kv, head_dim], or packed
@@ -55,7 +55,16 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     head_dim] (page_size a power of two from 16 to 256) and key j of sequence b is row
     j % page_size of page page_table[b, j // page_size]. num_splits: the KV splits of the decode
     path (seqlen_q <= 16, or a cache), 0 to let the kernel choose.
+    An fp8 KV cache (PyTorch and NumPy): k and v float8_e4m3fn (torch.float8_e4m3fn, or
+    ml_dtypes.float8_e4m3fn), q bfloat16 or float16; attention runs on K = k * k_scale and
+    V = v * v_scale, the scales float32 arrays on q's device with one value or heads_kv values
+    (one per KV head), or Python floats; None is 1 (FlashInfer's and vLLM's k_scale / v_scale).
+    Any seqlen_q (the decode kernel), with or without a cache; no backward.
     """
+    if k_scale is not None or v_scale is not None:
+        return _frontend_of(q).attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
+                                         max_seqlen_q, max_seqlen_k, return_lse, seqused_k, page_table,
+                                         int(num_splits), k_scale, v_scale)
     if (seqused_k is None and page_table is None and num_splits == 0):
         return _frontend_of(q).attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k,
                                          max_seqlen_q, max_seqlen_k, return_lse)

@@ -36,10 +36,27 @@ def _require_ndarray(x, name):
         raise TypeError(f"{name} must be a numpy.ndarray like the other arguments, got {type(x).__name__}")
 
 
+def _is_fp8(x):
+    return x.dtype.name == "float8_e4m3fn"
+
+
+def _scale(x, name):
+    """An fp8 scale: a Python number as a one-element float32 array, an array as given (the
+    extension checks its dtype and shape)."""
+    if x is None or isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (int, float, np.number)):
+        return np.array([x], np.float32)
+    raise TypeError(f"tilepipe.attention: {name} must be a float32 numpy.ndarray or a number, got {type(x).__name__}")
+
+
 def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-              return_lse, seqused_k=None, page_table=None, num_splits=0):
+              return_lse, seqused_k=None, page_table=None, num_splits=0, k_scale=None, v_scale=None):
     for x, n in ((k, "k"), (v, "v")):
         _require_ndarray(x, n)
+    kv_fp8 = _is_fp8(k)
+    if kv_fp8 != _is_fp8(v):
+        raise TypeError(f"tilepipe.attention: k is {k.dtype} and v is {v.dtype}; both float8_e4m3fn or both q's dtype")
     varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
     left, right = _args.window(causal, window_size)
     scale = _args.softmax_scale(q.shape[-1], softmax_scale)
@@ -48,10 +65,12 @@ def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seql
     # The interpreter's split-KV workspace is small: every call gets one (the decode path may split).
     slots, floats = _C.attention_split_workspace(_pass(q), q.shape[-1])
     slots = _args.split_slots(slots, q.shape, k.shape[-2], num_splits)
-    _C.attention(_pass(q), _pass(k), _pass(v), _pass(out), lse, _int32(cu_seqlens_q, "cu_seqlens_q"),
+    kk, vv = (k.view(np.uint8), v.view(np.uint8)) if kv_fp8 else (_pass(k), _pass(v))
+    _C.attention(_pass(q), kk, vv, _pass(out), lse, _int32(cu_seqlens_q, "cu_seqlens_q"),
                  _int32(cu_seqlens_k, "cu_seqlens_k"), -1 if max_seqlen_q is None else int(max_seqlen_q), scale,
                  False, left, right, 0, _is_bf16(q), _int32(seqused_k, "seqused_k"), _int32(page_table, "page_table"),
-                 num_splits, np.empty((slots, floats), np.float32), np.zeros(slots, np.int32))
+                 num_splits, np.empty((slots, floats), np.float32), np.zeros(slots, np.int32), kv_fp8,
+                 _scale(k_scale, "k_scale"), _scale(v_scale, "v_scale"))
     return (out, lse) if return_lse else out
 
 

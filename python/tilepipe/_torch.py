@@ -72,21 +72,31 @@ def _split_workspace(q, heads_kv, num_splits):
             torch.zeros(slots, dtype=torch.int32, device=q.device))
 
 
+_fp8 = torch.float8_e4m3fn
+
+
 def _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
-                      return_lse, seqused_k=None, page_table=None, num_splits=0):
+                      return_lse, seqused_k=None, page_table=None, num_splits=0, k_scale=None, v_scale=None):
     # empty_like is the cheapest allocation PyTorch has (about half of torch.empty's argument parsing).
     out = torch.empty_like(q, memory_format=_contiguous)
     lse = None
     if return_lse:
         lse = torch.empty(_args.lse_shape(q.shape, cu_seqlens_q is not None), dtype=torch.float32, device=q.device)
     rows = q.shape[1] if cu_seqlens_q is None else max_seqlen_q  # -1: varlen offsets on the host, not read yet
-    if seqused_k is None and num_splits == 0 and rows > _args.DECODE_MAX_SEQLEN_Q:
+    kv_fp8 = k.dtype == _fp8
+    if seqused_k is None and num_splits == 0 and rows > _args.DECODE_MAX_SEQLEN_Q and not kv_fp8:
         _C.attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, False, window_left,
                      window_right, _stream(q), False)
-    else:  # the decode kernel may split the keys: it gets a workspace
+    else:  # the decode kernel (fp8 K and V run on it whatever Sq) may split the keys: it gets a workspace
         partials, flags = _split_workspace(q, k.shape[-2], num_splits)
+        if kv_fp8:  # the extension reads the fp8 codes as their bits
+            if v.dtype != _fp8:
+                raise TypeError(f"tilepipe.attention: k is {k.dtype} and v is {v.dtype}; both float8_e4m3fn or both "
+                                "q's dtype")
+            k, v = k.view(torch.uint8), v.view(torch.uint8)
         _C.attention(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, False, window_left,
-                     window_right, _stream(q), False, seqused_k, page_table, num_splits, partials, flags)
+                     window_right, _stream(q), False, seqused_k, page_table, num_splits, partials, flags, kv_fp8,
+                     k_scale, v_scale)
     return out, lse
 
 
@@ -126,7 +136,8 @@ def _quantize_fp8_kernel(x, group):
 _lib = torch.library.Library("tilepipe", "DEF")
 _lib.define("attention(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int max_seqlen_q, "
             "float softmax_scale, int window_left, int window_right, bool return_lse, int max_seqlen_k=-1, "
-            "Tensor? seqused_k=None, Tensor? page_table=None, int num_splits=0) -> (Tensor, Tensor)")
+            "Tensor? seqused_k=None, Tensor? page_table=None, int num_splits=0, Tensor? k_scale=None, "
+            "Tensor? v_scale=None) -> (Tensor, Tensor)")
 _lib.define("attention_backward(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, "
             "Tensor? cu_seqlens_q, Tensor? cu_seqlens_k, int max_seqlen_q, int max_seqlen_k, float softmax_scale, "
             "int window_left, int window_right) -> (Tensor, Tensor, Tensor)")
@@ -136,9 +147,10 @@ _lib.define("quantize_fp8(Tensor x, int group) -> (Tensor, Tensor)")
 
 
 def _attention_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
-                  return_lse, max_seqlen_k=-1, seqused_k=None, page_table=None, num_splits=0):
+                  return_lse, max_seqlen_k=-1, seqused_k=None, page_table=None, num_splits=0, k_scale=None,
+                  v_scale=None):
     out, lse = _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left,
-                                 window_right, return_lse, seqused_k, page_table, num_splits)
+                                 window_right, return_lse, seqused_k, page_table, num_splits, k_scale, v_scale)
     # An operator returns tensors: without return_lse an empty one stands for the LSE.
     return out, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
@@ -153,7 +165,8 @@ for _key in ("CPU", "CUDA"):
 
 @torch.library.register_fake("tilepipe::attention")
 def _attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
-                    return_lse, max_seqlen_k=-1, seqused_k=None, page_table=None, num_splits=0):
+                    return_lse, max_seqlen_k=-1, seqused_k=None, page_table=None, num_splits=0, k_scale=None,
+                    v_scale=None):
     shape = _args.lse_shape(q.shape, cu_seqlens_q is not None) if return_lse else (0,)
     return q.new_empty(q.shape), q.new_empty(shape, dtype=torch.float32)
 
@@ -197,6 +210,7 @@ def _attention_setup_context(ctx, inputs, output):
     q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right = inputs[:9]
     max_seqlen_k = inputs[10] if len(inputs) > 10 else -1
     ctx.over_cache = len(inputs) > 11 and inputs[11] is not None
+    ctx.fp8_kv = k.dtype == _fp8
     out, lse = output
     # The LSE is an output without a gradient (FlashAttention's): a loss through it sees none.
     ctx.mark_non_differentiable(lse)
@@ -205,6 +219,9 @@ def _attention_setup_context(ctx, inputs, output):
 
 
 def _attention_backward(ctx, d_out, d_lse):
+    if ctx.fp8_kv:
+        raise NotImplementedError("tilepipe.attention has no backward over fp8 (float8_e4m3fn) k and v: an fp8 KV "
+                                  "cache is for inference")
     if ctx.over_cache:
         raise NotImplementedError("tilepipe.attention has no backward over a KV cache (seqused_k / page_table): "
                                   "a cache is for inference")
@@ -215,7 +232,7 @@ def _attention_backward(ctx, d_out, d_lse):
     # d_out may be an expanded view (the gradient of a sum): the kernels read rows through TMA.
     dq, dk, dv = _ops.attention_backward(d_out.contiguous(), q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_sq,
                                          max_sk, scale, left, right)
-    return (dq, dk, dv) + (None,) * 11  # one per further input: offsets, lengths, scale, mask, cache, splits
+    return (dq, dk, dv) + (None,) * 13  # one per further input: offsets, lengths, scale, mask, cache, splits, fp8 scales
 
 
 torch.library.register_autograd("tilepipe::attention", _attention_backward, setup_context=_attention_setup_context)
@@ -223,8 +240,15 @@ torch.library.register_autograd("tilepipe::attention", _attention_backward, setu
 
 # ---- the public functions' PyTorch side (tilepipe._api dispatches here) ----------------------
 
+def _scale(x, like):
+    """An fp8 scale: a Python number as a one-element float32 tensor on q's device, a tensor as given."""
+    if x is None or isinstance(x, _Tensor):
+        return x
+    return torch.tensor([float(x)], dtype=torch.float32, device=like.device)
+
+
 def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-              return_lse, seqused_k=None, page_table=None, num_splits=0):
+              return_lse, seqused_k=None, page_table=None, num_splits=0, k_scale=None, v_scale=None):
     # The eager path is written out inline: every call here costs a tenth of a microsecond,
     # and a decode step launches this per layer (bench/python_overhead.py).
     if window_size == (-1, -1):
@@ -233,14 +257,16 @@ def attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seql
         left, right = _args.window(causal, window_size)
     scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
     max_sq = -1 if max_seqlen_q is None else int(max_seqlen_q)
+    if k_scale is not None or v_scale is not None:
+        k_scale, v_scale = _scale(k_scale, q), _scale(v_scale, q)
     if (not _is_compiling() and type(q) is _Tensor and type(k) is _Tensor and type(v) is _Tensor
             and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad))):
         out, lse = _attention_kernel(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, return_lse,
-                                     seqused_k, page_table, num_splits)
+                                     seqused_k, page_table, num_splits, k_scale, v_scale)
     else:  # through the operator, with the LSE that a backward needs
         max_sk = -1 if max_seqlen_k is None else int(max_seqlen_k)
         out, lse = _ops.attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_sq, scale, left, right, True, max_sk,
-                                  seqused_k, page_table, num_splits)
+                                  seqused_k, page_table, num_splits, k_scale, v_scale)
     return (out, lse) if return_lse else out
 
 

@@ -162,7 +162,11 @@ def _frontend_grouped_mm(a, b, offs, masked_m, out_dtype):
 
 
 def _frontend_attention(q, k, v, causal, softmax_scale, window_size, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                        max_seqlen_k, return_lse, seqused_k=None, page_table=None, num_splits=0):
+                        max_seqlen_k, return_lse, seqused_k=None, page_table=None, num_splits=0, k_scale=None,
+                        v_scale=None):
+    if k_scale is not None or v_scale is not None or str(k.dtype) == "float8_e4m3fn":
+        raise NotImplementedError("tilepipe.attention: an fp8 KV cache (float8_e4m3fn k and v, k_scale, v_scale) is for "
+                                  "torch.Tensor and NumPy arrays (not JAX yet)")
     if seqused_k is not None or page_table is not None or num_splits:
         raise NotImplementedError("tilepipe.attention: seqused_k, page_table and num_splits are for torch.Tensor and "
                                   "NumPy arrays (not JAX yet)")

@@ -292,6 +292,12 @@ template <int Regs>
 TP_HD TP_FORCEINLINE void setmaxnreg_dec();
 /// 2 to the power x, as fast as the backend computes it.
 TP_HD TP_FORCEINLINE float exp2(float x);
+/// Eight e4m3 values (the bytes of `packed`, the first in the lowest) as eight T (bf16 or
+/// f16), two to a 32-bit word, the first in the lowest half: exact (every e4m3 value is a T
+/// value), the NaN codes 0x7f / 0xff giving T's canonical NaN 0x7fff. The same bits on both
+/// backends.
+template <class T>
+TP_HD TP_FORCEINLINE uint4 e4m3x8_to(uint2 packed);
 
 }  // namespace tilepipe::prim
 

@@ -59,6 +59,16 @@ struct attention_options {
   const int* seqused_k = nullptr;
   const int* page_table = nullptr;
   int max_pages_per_seq = 0;
+  // An fp8 KV cache (k and v fp8_e4m3, the overloads below; FlashInfer's and vLLM's k_scale
+  // and v_scale, FlashAttention-3's k_descale and v_descale): attention runs on K = k *
+  // k_scale and V = v * v_scale. f32 on the device: one value for the whole cache, or with
+  // kv_scale_per_head one per KV head ([Hkv]); null is 1. k_scale must be positive and
+  // finite, v_scale finite (checked in the interpreter and TILEPIPE_DEBUG builds). The
+  // scales are folded into the softmax scale and the output's normalisation, not applied
+  // per element; Q and O stay bf16 / f16. Runs on the decode kernel for any Sq.
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  bool kv_scale_per_head = false;
 };
 
 /// KV block rows per head dimension: the fastest measured that fit SMEM with Q, two K and two
@@ -281,12 +291,18 @@ void launch(const device& dev, attention_kernel<T, D, BN> kern, const tensor_vie
   kernel(kern, kern.config(attention_workers(dev, kern.tiles.tiles()), opt.stream, opt.profile))(dev, q, k, v, o);
 }
 
-/// Checks the shapes, fills in the kernel's parameters and dispatches on the head dim.
-template <class T, class Blocks>
-void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
+/// Checks the shapes, fills in the kernel's parameters and dispatches on the head dim. K and
+/// V are T, or fp8_e4m3 (the decode kernel only).
+template <class T, class Blocks, class KV>
+void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k, const tensor_view<KV, 4>& v,
          const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
          const attention_options& opt) {
+  constexpr bool fp8_kv = std::is_same_v<KV, fp8_e4m3>;
+  static_assert(std::is_same_v<KV, T> || fp8_kv, "tilepipe: attention's K and V are Q's type or fp8_e4m3");
   const long long hq = q.shape[2], hkv = k.shape[2], d = q.shape[3];
+  if (!fp8_kv && (opt.k_scale || opt.v_scale || opt.kv_scale_per_head))
+    detail::throw_formatted("attention: k_scale, v_scale and kv_scale_per_head dequantise fp8 (e4m3) K and V; k and v "
+                            "are %s", dtype_traits<KV>::name);
   if (d != 64 && d != 128 && d != 256)
     detail::throw_formatted("attention: head dim %lld is not supported (64, 128 or 256)", d);
   if (k.shape[3] != d || v.shape[3] != d || o.shape[3] != d)
@@ -337,8 +353,13 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   // cannot describe an empty tensor, so K and V are then given as one row of Q's memory,
   // which nothing reads.
   const bool no_keys = k.shape[1] == 0;
-  const tensor_view<T, 4> keys = no_keys ? tensor_view<T, 4>{q.data, {q.shape[0], 1, hkv, d}, q.stride, q.on_gpu} : k;
-  const tensor_view<T, 4> values = no_keys ? keys : v;
+  constexpr long long per_q_element = sizeof(T) / sizeof(KV);  // q's strides counted in KV elements
+  const tensor_view<KV, 4> keys =
+      no_keys ? tensor_view<KV, 4>{reinterpret_cast<KV*>(q.data), {q.shape[0], 1, hkv, d},
+                                   {q.stride[0] * per_q_element, q.stride[1] * per_q_element,
+                                    q.stride[2] * per_q_element, q.stride[3]}, q.on_gpu}
+              : k;
+  const tensor_view<KV, 4> values = no_keys ? keys : v;
   host::require_tma_rows(q, "attention", "q"), host::require_tma_rows(keys, "attention", "k");
   host::require_tma_rows(values, "attention", "v"), host::require_tma_rows(o, "attention", "o");
   const int right = opt.causal ? 0 : opt.window_right;
@@ -363,14 +384,43 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   // A KV cache runs on the decode kernel for any Sq (chunked prefill too: its 64-row tiles of
   // packed heads and split-KV work for long query sequences, without the prefill kernel's
   // two-warpgroup ping-pong; docs/design.md).
-  if (max_sq <= attention_decode_max_seqlen_q || kv_cache)
+  // fp8 K and V too, for any Sq: the prefill kernel has no fp8 path.
+  if (max_sq <= attention_decode_max_seqlen_q || kv_cache || fp8_kv)
     return attention_decode(dev, q, keys, values, o, batches, max_sq, sq, sk, cu_q, cu_k,
                             {scale, opt.window_left, right, opt.lse, opt.num_splits, opt.partials, opt.stream, opt.profile,
-                             opt.seqused_k, opt.page_table, opt.max_pages_per_seq});
-  if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, keys, values, o, opt);
+                             opt.seqused_k, opt.page_table, opt.max_pages_per_seq, opt.k_scale, opt.v_scale,
+                             opt.kv_scale_per_head});
+  if constexpr (fp8_kv) return;
+  else if (d == 64) launch(dev, fill(attention_kernel<T, 64, Blocks::template n<64>>{}), q, keys, values, o, opt);
   else if (d == 128 && masked) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128, true>>{}), q, keys, values, o, opt);
   else if (d == 128) launch(dev, fill(attention_kernel<T, 128, Blocks::template n<128>>{}), q, keys, values, o, opt);
   else launch(dev, fill(attention_kernel<T, 256, Blocks::template n<256>>{}), q, keys, values, o, opt);
+}
+
+/// The public entry points' shapes as run takes them, for K and V of either element type.
+template <class T, class Blocks, class KV>
+void forward_fixed(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k,
+                   const tensor_view<KV, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt) {
+  run<T, Blocks>(dev, q, k, v, o, static_cast<int>(q.shape[0]), static_cast<int>(q.shape[1]),
+                 static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]), nullptr, nullptr, opt);
+}
+
+template <class T, class Blocks, class KV>
+void forward_varlen_cache(const device& dev, const tensor_view<T, 3>& q, const tensor_view<KV, 4>& k,
+                          const tensor_view<KV, 4>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q, int batches,
+                          int max_seqlen_q, const attention_options& opt) {
+  if (!cu_seqlens_q) detail::throw_formatted("attention: varlen needs cu_seqlens_q");
+  run<T, Blocks>(dev, batch_of_one(q), k, v, batch_of_one(o), batches, max_seqlen_q, 0, static_cast<int>(k.shape[1]),
+                 cu_seqlens_q, nullptr, opt);
+}
+
+template <class T, class Blocks, class KV>
+void forward_varlen_packed(const device& dev, const tensor_view<T, 3>& q, const tensor_view<KV, 3>& k,
+                           const tensor_view<KV, 3>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
+                           const int* cu_seqlens_k, int batches, int max_seqlen_q, const attention_options& opt) {
+  if (!cu_seqlens_q || !cu_seqlens_k) detail::throw_formatted("attention: varlen needs cu_seqlens_q and cu_seqlens_k");
+  run<T, Blocks>(dev, batch_of_one(q), batch_of_one(k), batch_of_one(v), batch_of_one(o), batches, max_seqlen_q, 0, 0,
+                 cu_seqlens_q, cu_seqlens_k, opt);
 }
 
 }  // namespace attention_detail
@@ -380,8 +430,15 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
 template <class T, class Blocks = attention_blocks<>>
 void attention_forward(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
                        const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt = {}) {
-  attention_detail::run<T, Blocks>(dev, q, k, v, o, static_cast<int>(q.shape[0]), static_cast<int>(q.shape[1]),
-                        static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]), nullptr, nullptr, opt);
+  attention_detail::forward_fixed<T, Blocks>(dev, q, k, v, o, opt);
+}
+
+/// The same over an fp8 (e4m3) K and V, dequantised by opt.k_scale and opt.v_scale (q and o
+/// bf16 or f16; any Sq, on the decode kernel; a KV cache with seqused_k / page_table too).
+template <class T, class Blocks = attention_blocks<>>
+void attention_forward(const device& dev, const tensor_view<T, 4>& q, const tensor_view<fp8_e4m3, 4>& k,
+                       const tensor_view<fp8_e4m3, 4>& v, const tensor_view<T, 4>& o, const attention_options& opt = {}) {
+  attention_detail::forward_fixed<T, Blocks>(dev, q, k, v, o, opt);
 }
 
 /// Varlen queries against a KV cache (chunked prefill of a batch of sequences of different
@@ -393,10 +450,15 @@ template <class T, class Blocks = attention_blocks<>>
 void attention_forward_varlen(const device& dev, const tensor_view<T, 3>& q, const tensor_view<T, 4>& k,
                               const tensor_view<T, 4>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
                               int batches, int max_seqlen_q, const attention_options& opt) {
-  using attention_detail::batch_of_one;
-  if (!cu_seqlens_q) detail::throw_formatted("attention: varlen needs cu_seqlens_q");
-  attention_detail::run<T, Blocks>(dev, batch_of_one(q), k, v, batch_of_one(o), batches, max_seqlen_q, 0,
-                                   static_cast<int>(k.shape[1]), cu_seqlens_q, nullptr, opt);
+  attention_detail::forward_varlen_cache<T, Blocks>(dev, q, k, v, o, cu_seqlens_q, batches, max_seqlen_q, opt);
+}
+
+/// The same over an fp8 (e4m3) cache, dequantised by opt.k_scale and opt.v_scale.
+template <class T, class Blocks = attention_blocks<>>
+void attention_forward_varlen(const device& dev, const tensor_view<T, 3>& q, const tensor_view<fp8_e4m3, 4>& k,
+                              const tensor_view<fp8_e4m3, 4>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
+                              int batches, int max_seqlen_q, const attention_options& opt) {
+  attention_detail::forward_varlen_cache<T, Blocks>(dev, q, k, v, o, cu_seqlens_q, batches, max_seqlen_q, opt);
 }
 
 /// Attention over a batch of packed sequences (FlashAttention's varlen interface): q and o
@@ -407,10 +469,18 @@ template <class T, class Blocks = attention_blocks<>>
 void attention_forward_varlen(const device& dev, const tensor_view<T, 3>& q, const tensor_view<T, 3>& k,
                               const tensor_view<T, 3>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
                               const int* cu_seqlens_k, int batches, int max_seqlen_q, const attention_options& opt = {}) {
-  using attention_detail::batch_of_one;
-  if (!cu_seqlens_q || !cu_seqlens_k) detail::throw_formatted("attention: varlen needs cu_seqlens_q and cu_seqlens_k");
-  attention_detail::run<T, Blocks>(dev, batch_of_one(q), batch_of_one(k), batch_of_one(v), batch_of_one(o), batches, max_seqlen_q,
-                        0, 0, cu_seqlens_q, cu_seqlens_k, opt);
+  attention_detail::forward_varlen_packed<T, Blocks>(dev, q, k, v, o, cu_seqlens_q, cu_seqlens_k, batches, max_seqlen_q,
+                                                     opt);
+}
+
+/// The same over packed fp8 (e4m3) K and V, dequantised by opt.k_scale and opt.v_scale (any
+/// query lengths, on the decode kernel).
+template <class T, class Blocks = attention_blocks<>>
+void attention_forward_varlen(const device& dev, const tensor_view<T, 3>& q, const tensor_view<fp8_e4m3, 3>& k,
+                              const tensor_view<fp8_e4m3, 3>& v, const tensor_view<T, 3>& o, const int* cu_seqlens_q,
+                              const int* cu_seqlens_k, int batches, int max_seqlen_q, const attention_options& opt = {}) {
+  attention_detail::forward_varlen_packed<T, Blocks>(dev, q, k, v, o, cu_seqlens_q, cu_seqlens_k, batches, max_seqlen_q,
+                                                     opt);
 }
 
 }  // namespace tilepipe

@@ -91,9 +91,14 @@ inline constexpr int attention_page_box_rows = 16;
 /// PageBoxRows: 0 for K and V as [B, Sk, Hkv, D] tensors (or packed varlen rows); else a
 /// paged cache whose KV blocks are gathered in boxes of that many rows (BN: one box, the
 /// page holds the block; attention_page_box_rows: the pages are smaller than the block).
-template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0>
+/// KV: K and V's element type, T's, or fp8_e4m3 (an fp8 KV cache: each block is converted
+/// to T in SMEM for the wgmmas, and the scales are folded into the softmax scale and the
+/// output's normalisation).
+template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0, class KV = T>
 struct attention_decode_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
+  static constexpr bool fp8_kv = std::is_same_v<KV, fp8_e4m3>;
+  static_assert(std::is_same_v<KV, T> || fp8_kv, "tilepipe: the decode kernel's K and V are Q's type or fp8_e4m3");
   static_assert(PageBoxRows >= 0 && PageBoxRows <= BN && BN % (PageBoxRows > 0 ? PageBoxRows : 1) == 0,
                 "tilepipe: a paged KV block is a whole number of boxes");
   static constexpr int BM = 64;  // packed query rows per tile
@@ -106,13 +111,21 @@ struct attention_decode_kernel {
   static constexpr warp_specialization<1, paged ? 96 : 40> ws{};
   static constexpr int num_threads = ws.num_threads;
   using kv_block = block<squeezed, element(BN), squeezed, D>;
-  using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, swizzle<128>, box_rows<PageBoxRows>>,
-                                     tile<kv_block, swizzle<128>>>;
+  // fp8 blocks land unswizzled: only the conversion reads them, with ordinary loads of 8
+  // contiguous bytes per thread, which no swizzle would make faster.
+  using kv_swizzle = std::conditional_t<fp8_kv, swizzle<0>, swizzle<128>>;
+  using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, kv_swizzle, box_rows<PageBoxRows>>,
+                                     tile<kv_block, kv_swizzle>>;
   using q_view = smem<T, tile<block<BM, D>, swizzle<128>>>;
-  static constexpr std::uint32_t kv_block_bytes = BN * D * sizeof(T);
+  /// fp8: a K block and a V block converted to T, the wgmmas' operands (the layout of a
+  /// 16-bit KV slot).
+  using converted_view = smem<T, tile<block<BN, D>, swizzle<128>>>;
+  static constexpr std::uint32_t kv_block_bytes = BN * D * sizeof(KV);
+  /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V their converted blocks.
+  static constexpr std::uint32_t own_smem = q_view::bytes + (fp8_kv ? 2 * converted_view::bytes : 0);
   // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
   // Q (each fetch in flight is latency hidden).
-  static constexpr int stages = static_cast<int>((smem_capacity - q_view::bytes - 2048) / (2 * kv_block_bytes));
+  static constexpr int stages = static_cast<int>((smem_capacity - own_smem - 2048) / (2 * kv_block_bytes));
   static_assert(stages >= 2, "tilepipe: the decode kernel's K and V blocks leave fewer than two slots each");
   /// A split's partial result in the workspace: its O rows (f32, normalised), then their
   /// LSE (log2 units, the scale folded in).
@@ -137,6 +150,11 @@ struct attention_decode_kernel {
   int table_stride = 0;  // pages per sequence in the table (its row length)
   int page_shift = 0;    // log2(page_size)
   int key_capacity = 0;  // with seqused_k: the most keys a sequence can have (the table's, or Sk)
+  // fp8 K and V: dequantised K = k * k_scale and V = v * v_scale, one factor each for the
+  // whole cache or one per KV head (scale_per_head); null is 1.
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
+  bool scale_per_head = false;
 
   /// n limited to [0, cap].
   TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
@@ -193,7 +211,7 @@ struct attention_decode_kernel {
     return {q_batch, q0, sq, 0, k0, clamp_rows(k_end - k0, total_k - k0)};
   }
 
-  TP_HD void operator()(kernel_context& ctx, gmem<T, 4> q, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v,
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 4> q, gmem<KV, 4, kv_tile> k, gmem<KV, 4, kv_tile> v,
                         gmem<T, 4> o) const {
     const int num_pages = static_cast<int>(k.shape[0]);  // paged: the cache's pages
     // The compute warpgroup's state: O, P packed as the A operand of P V, the running row
@@ -202,9 +220,15 @@ struct attention_decode_kernel {
     operand_fragment<T, BM, BN> p;
     row_vector<BM> m, l;
     // V is read one step after it lands: the block of the previous step and its release.
-    pending_block<smem<T, kv_tile>> v_prev{};
+    pending_block<smem<KV, kv_tile>> v_prev{};
     consumed_token v_prev_done{};
     q_view q_s;  // the tile's packed query rows
+    // fp8: this step's K block and the previous step's V block, converted to T (each block
+    // once, by the compute warpgroup: the slot is released as soon as it is converted).
+    converted_view k_t, v_t;
+    // The tile's softmax scale in log2 units, k_scale folded in (S = Q (k k_scale)^T), and
+    // the factor of the output's normalisation, v_scale (O = P (v v_scale) / l).
+    float score_scale = scale_log2, value_scale = 1.0f;
     const int splits = items.splits(), heads_per_kv = group.divisor();
 
     auto tile_pipeline = [&](decode_item it) {
@@ -242,10 +266,19 @@ struct attention_decode_kernel {
         const bool masked = n >= mask_hi || n < mask_lo;
         auto step = [&](auto first_step, auto with_mask) {
           accumulator<BM, BN> acc_s;
-          wgmma(acc_s, q_s, transpose(k_s), false);
-          if constexpr (!first_step) wgmma(acc_o, p, v_prev.wait());
+          if constexpr (fp8_kv) {
+            // The previous step's wgmmas are done: K's converted block is free.
+            dequantize(k_s, k_t);
+            commit_smem();
+            k_done.arrive();  // K's slot refills from here on
+            wgmma(acc_s, q_s, transpose(k_t), false);
+            if constexpr (!first_step) wgmma(acc_o, p, v_t);
+          } else {
+            wgmma(acc_s, q_s, transpose(k_s), false);
+            if constexpr (!first_step) wgmma(acc_o, p, v_prev.wait());
+          }
           wgmma_wait<first_step ? 0 : 1>(acc_s);  // S is ready; P V still runs
-          k_done.arrive();  // K's slot refills under the softmax
+          if constexpr (!fp8_kv) k_done.arrive();  // K's slot refills under the softmax
           profile_scope softmax_scope(ctx, "softmax");
           if constexpr (with_mask) {
             mask_columns(acc_s, [&](int r) {  // row r sees keys [pos - left, pos + right] of the sequence
@@ -257,22 +290,29 @@ struct attention_decode_kernel {
           }
           // Online softmax in log2 units, the scale folded into one FMA per element; only a
           // masked block can leave a row without keys (m = -inf, which exp2 must not see).
-          const row_vector<BM> m_new = max(m, row_max(acc_s) * scale_log2);
+          const float sl2 = fp8_kv ? score_scale : scale_log2;
+          const row_vector<BM> m_new = max(m, row_max(acc_s) * sl2);
           row_vector<BM> m_use = m_new;
           if constexpr (with_mask) m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
           const row_vector<BM> alpha = exp2(m - m_use);
-          const float sl2 = scale_log2;
           auto probs = broadcast_rows(acc_s, m_use, [sl2](float x, float mu) { return prim::exp2(x * sl2 - mu); });
           l = l * alpha + partial_row_sum(probs);
           m = m_new;
           if constexpr (!first_step) {
             pin(probs, l, m);  // the softmax runs under P V: before the wait, not after
             wgmma_wait<0>(acc_o, p);
-            v_prev_done.arrive();
+            if constexpr (!fp8_kv) v_prev_done.arrive();
             acc_o = acc_o * alpha;
           }
           p = to_operand<T>(probs);
-          if constexpr (with_mask) {
+          if constexpr (fp8_kv) {
+            // The P V that read V's converted block is done: this step's V takes its place,
+            // its rows past the sequence's keys zeros (a cache may hold anything there, NaN
+            // codes too, and P = 0 times NaN is NaN), and V's slot refills.
+            dequantize(v_s.wait(), v_t, clamp_rows(seq.sk - key0, BN));
+            commit_smem();
+            v_done.arrive();
+          } else if constexpr (with_mask) {
             // Rows of a cache past a sequence's used keys (the rest of its last page) were
             // never written: V may hold NaN there, and P = 0 times NaN is NaN. They are
             // zeroed in the slot before P V reads it (K's are masked in S).
@@ -281,7 +321,7 @@ struct attention_decode_kernel {
               commit_smem();
             }
           }
-          v_prev = v_s, v_prev_done = v_done;
+          if constexpr (!fp8_kv) v_prev = v_s, v_prev_done = v_done;
         };
         // The first step (no P V yet, and the mask), and the others with and without it.
         if (s == 0) step(std::true_type{}, std::true_type{});
@@ -294,6 +334,20 @@ struct attention_decode_kernel {
         auto row_in = [&](const gmem<T, 4>& x, int r) {
           return x.data + seq.batch * x.stride[0] + (seq.q0 + position(r)) * x.stride[1] + head(r) * x.stride[2];
         };
+        if constexpr (fp8_kv) {
+          const int at = scale_per_head ? it.kv_head : 0;
+          const float ks = k_scale ? k_scale[at] : 1.0f, vs = v_scale ? v_scale[at] : 1.0f;
+          if constexpr (debug_checks) {
+            // The online softmax takes the row maximum of S times the scale: a factor <= 0
+            // would turn it into a minimum.
+            if (!(ks > 0.0f && ks < INFINITY))
+              prim::fail(ctx.failure(), "attention: k_scale[%d] is not a positive finite number (fp8 K scales "
+                         "dequantise: K = k * k_scale)", at);
+            if (!(vs > -INFINITY && vs < INFINITY))
+              prim::fail(ctx.failure(), "attention: v_scale[%d] is not a finite number", at);
+          }
+          score_scale = scale_log2 * ks, value_scale = vs;
+        }
         // Gather the packed query rows (zero past the tile's rows), 64 columns at a time (a
         // loop, not unrolled: the code stays small enough for the persistent loop to inline).
 #pragma unroll 1
@@ -305,13 +359,19 @@ struct attention_decode_kernel {
         l = full<row_vector<BM>>(0.0f);
         pipeline();
         if (blocks > 0) {  // the last block's P V
-          wgmma(acc_o, p, v_prev.wait());
-          wgmma_wait<0>(acc_o, p);
-          v_prev_done.arrive();
+          if constexpr (fp8_kv) {
+            wgmma(acc_o, p, v_t);
+            wgmma_wait<0>(acc_o, p);
+          } else {
+            wgmma(acc_o, p, v_prev.wait());
+            wgmma_wait<0>(acc_o, p);
+            v_prev_done.arrive();
+          }
         }
         if (tile_rows == 0) return;  // every split of such a tile skips the combine alike
         l = finish_row_sum(l);
-        acc_o = acc_o * map(l, [](float x) { return x > 0.0f ? 1.0f / x : 0.0f; });
+        const float vs = value_scale;
+        acc_o = acc_o * map(l, [vs](float x) { return x > 0.0f ? vs / x : 0.0f; });
         row_vector<BM> lse2 = zip(m, l, [](float mx, float sum) { return sum > 0.0f ? mx + log2f(sum) : -INFINITY; });
         if (splits > 1) {
           // Leave this split's rows in its slot; the tile's last split combines them all.
@@ -386,8 +446,12 @@ struct attention_decode_kernel {
             max_concurrent_steps<stages>, manual_consumed_barriers, context);
       }
     };
-    auto loop = persistent_pipelines<decode_item, q_view::bytes>(ws, ctx, tile_pipeline, k, v);
+    auto loop = persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, k, v);
     q_s = q_view{reinterpret_cast<T*>(ctx.allocate(q_view::bytes, "decode query rows")), 0};
+    if constexpr (fp8_kv) {
+      k_t = converted_view{reinterpret_cast<T*>(ctx.allocate(converted_view::bytes, "decode K converted from fp8")), 0};
+      v_t = converted_view{reinterpret_cast<T*>(ctx.allocate(converted_view::bytes, "decode V converted from fp8")), 0};
+    }
     loop.run(ctx.axis_index(0), items.items(), ctx.axis_size(0), [&](int j) { return items.at(j); });
   }
 };
@@ -411,6 +475,9 @@ struct attention_decode_options {
   const int* seqused_k;   // keys per sequence (fixed-length queries), or null
   const int* page_table;  // paged cache: [B, max_pages_per_seq], or null
   int max_pages_per_seq;
+  const float* k_scale;  // fp8 K and V: their scales (null: 1), one, or one per KV head
+  const float* v_scale;
+  bool scale_per_head;
 };
 
 namespace attention_decode_detail {
@@ -433,11 +500,11 @@ inline int choose_splits(int tiles, int kv_blocks, int sms, int most) {
   return 1;
 }
 
-template <class T, int D, int PageBoxRows = 0>
-void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
+template <class T, int D, int PageBoxRows = 0, class KV>
+void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k, const tensor_view<KV, 4>& v,
             const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
             const attention_decode_options& opt) {
-  using kernel_t = attention_decode_kernel<T, D, attention_decode_block<D>, PageBoxRows>;
+  using kernel_t = attention_decode_kernel<T, D, attention_decode_block<D>, PageBoxRows, KV>;
   const int hq = static_cast<int>(q.shape[2]), hkv = static_cast<int>(k.shape[2]), group = hq / hkv;
   const int m_blocks = (max_sq * group + kernel_t::BM - 1) / kernel_t::BM;
   const int tiles = batches * hkv * m_blocks;
@@ -475,14 +542,15 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
   while ((2LL << shift) <= k.shape[1]) ++shift;
   kern.page_shift = opt.page_table ? shift : 0;
   kern.key_capacity = opt.page_table ? opt.max_pages_per_seq << kern.page_shift : sk;
+  kern.k_scale = opt.k_scale, kern.v_scale = opt.v_scale, kern.scale_per_head = opt.scale_per_head;
   const int items = kern.items.items();
   kernel(kern, {.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile})(dev, q, k, v, o);
 }
 
 /// A paged cache's KV blocks move in one box where a page holds a block, else in boxes of
 /// attention_page_box_rows (the shapes were checked: page sizes are powers of two >= 16).
-template <class T, int D>
-void launch_paged(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
+template <class T, int D, class KV>
+void launch_paged(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k, const tensor_view<KV, 4>& v,
                   const tensor_view<T, 4>& o, int batches, int max_sq, int sq, const int* cu_q,
                   const attention_decode_options& opt) {
   constexpr int BN = attention_decode_block<D>;
@@ -495,10 +563,11 @@ void launch_paged(const device& dev, const tensor_view<T, 4>& q, const tensor_vi
 /// The decode path of tp::attention_forward / attention_forward_varlen (which check the
 /// shapes first): q and o [B, Sq, Hq, D] (varlen: [1, total_q, Hq, D] with the offsets),
 /// max_sq <= attention_decode_max_seqlen_q, or any Sq over a KV cache (opt.seqused_k; k and v
-/// [B, Sk, Hkv, D], or with opt.page_table the pages [num_pages, page_size, Hkv, D]).
-template <class T>
-void attention_decode(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k,
-                      const tensor_view<T, 4>& v, const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk,
+/// [B, Sk, Hkv, D], or with opt.page_table the pages [num_pages, page_size, Hkv, D]). K and
+/// V are T or fp8_e4m3 (with opt.k_scale and opt.v_scale).
+template <class T, class KV>
+void attention_decode(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k,
+                      const tensor_view<KV, 4>& v, const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk,
                       const int* cu_q, const int* cu_k, const attention_decode_options& opt) {
   using namespace attention_decode_detail;
   const long long d = q.shape[3];

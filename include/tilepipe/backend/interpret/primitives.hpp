@@ -409,4 +409,21 @@ TP_HD TP_FORCEINLINE void setmaxnreg_dec() {
 
 TP_HD TP_FORCEINLINE float exp2(float x) { return std::exp2(x); }
 
+// Through float, the host's exact decoding (cuda_fp8.h's software path) and T's rounding,
+// which for these values rounds nothing.
+template <class T>
+TP_HD TP_FORCEINLINE uint4 e4m3x8_to(uint2 packed) {
+  static_assert(wgmma_operand_type<T>, "tilepipe: e4m3 values convert to bf16 or f16");
+  std::uint16_t out[8];
+  for (int e = 0; e < 8; ++e) {
+    fp8_e4m3 x;
+    x.__x = static_cast<unsigned char>(((e < 4 ? packed.x : packed.y) >> (8 * (e % 4))) & 0xffu);
+    const T t = from_float<T>(to_float(x));
+    std::memcpy(&out[e], &t, sizeof(t));
+  }
+  uint4 r;
+  std::memcpy(&r, out, sizeof(r));
+  return r;
+}
+
 }  // namespace tilepipe::prim

@@ -6,6 +6,7 @@
 
 #include "../primitives.cuh"  // the declarations defined here
 #include "cluster.cuh"
+#include "convert.cuh"
 #include "debug_hangs.cuh"
 #include "failure.cuh"
 #include "grid_dependency.cuh"
@@ -268,6 +269,23 @@ TP_HD TP_FORCEINLINE float exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+template <class T>
+TP_HD TP_FORCEINLINE uint4 e4m3x8_to(uint2 packed) {
+  static_assert(wgmma_operand_type<T>, "tilepipe: e4m3 values convert to bf16 or f16");
+  std::uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t word = i < 2 ? packed.x : packed.y;
+    const std::uint32_t f16x2 = sm90::cvt_f16x2_e4m3x2(static_cast<std::uint16_t>(word >> (16 * (i % 2))));
+    if constexpr (std::is_same_v<T, f16>)
+      out[i] = f16x2;
+    else
+      out[i] = sm90::cvt_bf16x2_f32(sm90::cvt_f32_f16(static_cast<std::uint16_t>(f16x2)),
+                                    sm90::cvt_f32_f16(static_cast<std::uint16_t>(f16x2 >> 16)));
+  }
+  return {out[0], out[1], out[2], out[3]};
 }
 
 }  // namespace tilepipe::prim
