@@ -16,6 +16,11 @@
 // With Cluster = 2 (or 4), clusters of CTAs work on vertically adjacent tiles, which share
 // their B block: each CTA loads 1/Cluster of it and multicasts it to the others, so L2
 // serves B once per cluster, as cuBLAS's kernels for these shapes do.
+//
+// fp8 operands (T = fp8_e4m3 / fp8_e5m2) need b_layout::col_major (wgmma reads fp8 K-major)
+// and BK = 128 (one 128-byte swizzled row of K). An epilogue with per-k-block scales
+// (k_block_scales: block-scaled fp8) switches the k-step to promoting_k_step, which scales
+// each step's product into the accumulator; kernels/scaled_matmul.cuh is the fp8 front end.
 // (This kernel was examples/matmul_ws/matmul_ws_kernel.cuh; CHANGELOG.md.)
 #pragma once
 
@@ -57,6 +62,10 @@ struct matmul_ws_kernel {
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
   static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
   static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
+  static constexpr bool promotes = k_block_scales<Epilogue>;   // scales per k-block, applied every step
+  static_assert(!promotes || (BK == 128 && 128 % BN == 0),
+                "tilepipe: block-scaled matmul: a step is one 128-wide block of K (BK = 128), and a tile's columns "
+                "lie in one 128-column block of B's scales (BN divides 128)");
   using a_tile = tile<block<BM, BK>, swizzle<SK>>;
   // A K-major B block is one column panel: split into Cluster row boxes for multicast.
   using b_tile = std::conditional_t<BL == b_layout::row_major, tile<block<BK, BN>, swizzle<128>>,
@@ -77,6 +86,7 @@ struct matmul_ws_kernel {
     auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
     chunked_store_epilogue<c_view, compute_wgs> c_chunks;
+    [[maybe_unused]] accumulator<WM, BN> partial;  // promoting_k_step's product of one k-block
     const matmul_k_step<WM, BN, BL == b_layout::col_major> step{acc, ci};
     auto tile_pipeline = [&](work_tile u) {  // u.tile: this CTA's tile
       auto context = compute_context([&, u](auto pipeline) {
@@ -100,11 +110,19 @@ struct matmul_ws_kernel {
         if constexpr (BL == b_layout::row_major) return idx(k0 + k, n);
         else return idx(n, k0 + k);
       };
-      return emit_pipeline_warp_specialized(
-          step, grid(u.k_end - u.k_begin),
-          in_specs(spec<a_tile>(a_map, delay_release<1>),
-                       spec<b_tile>(b_map, delay_release<1>, multicast<Cluster>)),
-          out_specs(), ws, max_concurrent_steps<Stages>, context);
+      constexpr int delay = promotes ? 0 : 1;  // the blocks a wgmma left in flight still reads
+      auto pipeline = [&](auto k_step) {
+        return emit_pipeline_warp_specialized(
+            k_step, grid(u.k_end - u.k_begin),
+            in_specs(spec<a_tile>(a_map, delay_release<delay>),
+                         spec<b_tile>(b_map, delay_release<delay>, multicast<Cluster>)),
+            out_specs(), ws, max_concurrent_steps<Stages>, context);
+      };
+      if constexpr (promotes)
+        return pipeline(promoting_k_step<WM, BN, Epilogue>{acc, partial, ci, epilogue,
+                                                           static_cast<long long>(u.tile.m) * BM + ci * WM,
+                                                           static_cast<long long>(u.tile.n) * BN, u.k_begin});
+      else return pipeline(step);
     };
     auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b);
     c_chunks.allocate(ctx, ci);

@@ -1,0 +1,148 @@
+// fp8 matmul with scales (torch._scaled_mm's operation): C = act((A B^T) * scales + bias).
+//
+//     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::per_tensor, scale_a, scale_b);   // scales [1, 1]
+//     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::row_wise, scale_a, scale_b);     // [M, 1], [N, 1]
+//     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::block, scale_a, scale_b);        // [M, K/128], [N/128, K/128]
+//
+// A is [M, K] and B is [N, K], both fp8 (e4m3, or e5m2 for gradients) with K contiguous: the
+// K-major layout fp8 wgmma requires (B as nn.Linear keeps its weights; torch._scaled_mm's
+// column-major second operand). The scales are f32 in device memory, x ~= q * scale as
+// tp::quantize_fp8 writes them:
+//   per_tensor  C(i, j) = sa * sb * sum_k A(i, k) B(j, k)
+//   row_wise    C(i, j) = sa(i) * sb(j) * sum_k A(i, k) B(j, k)
+//   block       C(i, j) = sum_kb sa(i, kb) * sb(j / 128, kb) * sum_{k in block kb} A(i, k) B(j, k)
+// (DeepSeek-V3's 1 x 128 activation and 128 x 128 weight blocks, ceil'd at the edges: a K
+// that is not a multiple of 128 ends in a partial block, which TMA zero-fills.)
+// C is bf16 or f32. The product of a pair of scales is formed first, in f32, then multiplies
+// the f32 sum.
+//
+// It is tp::matmul's kernel (matmul_ws_kernel) with fp8 operands and 128-wide k-steps: the
+// per-tensor and row-wise scales apply in its epilogue; block scales apply at every k-step,
+// where promoting_k_step adds each step's product, scaled, to the f32 accumulator in registers
+// (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh).
+#pragma once
+
+#include "matmul.cuh"
+
+namespace tilepipe {
+
+/// How scale_a and scale_b of tp::scaled_matmul apply (the shapes they have).
+enum class fp8_scaling {
+  per_tensor,  // one scale each: [1, 1] and [1, 1]
+  row_wise,    // one per row of A and per row of B (column of C): [M, 1] and [N, 1]
+  block,       // per 1 x 128 block of A and 128 x 128 block of B: [M, ceil(K/128)] and [ceil(N/128), ceil(K/128)]
+};
+
+/// A matrix of f32 scales in device memory, read with plain loads (any strides).
+struct scale_matrix {
+  const float* data = nullptr;
+  long long rows = 0, cols = 0, row_stride = 0, col_stride = 0;
+  /// The scale at (r, c); 0 outside the matrix (the edge tiles' rows and columns past C).
+  TP_HD float operator()(long long r, long long c) const {
+    return r < rows && c < cols ? data[r * row_stride + c * col_stride] : 0.0f;
+  }
+};
+
+/// C = then(acc * sa * sb): one scale per operand.
+template <class Then>
+struct tensor_scale_epilogue {
+  scale_matrix a, b;
+  Then then;
+  TP_HD float operator()(float acc, long long row, long long col) const { return then(acc * (a(0, 0) * b(0, 0)), row, col); }
+};
+
+/// C = then(acc * sa(row) * sb(col)).
+template <class Then>
+struct row_scale_epilogue {
+  scale_matrix a, b;
+  Then then;
+  TP_HD float operator()(float acc, long long row, long long col) const { return then(acc * (a(row, 0) * b(col, 0)), row, col); }
+};
+
+/// Block scales, which the kernel applies at every k-step (k_block_scales); C = then(acc).
+template <class Then>
+struct block_scale_epilogue {
+  scale_matrix a, b;
+  Then then;
+  TP_HD float a_scale(long long row, int kb) const { return a(row, kb); }
+  TP_HD float b_scale(long long col, int kb) const { return b(col / 128, kb); }
+  TP_HD float operator()(float acc, long long row, long long col) const { return then(acc, row, col); }
+};
+
+/// The kernels tp::scaled_matmul launches: 128 x 256 tiles for scales in the epilogue (as
+/// tp::matmul), 128 x 128 for block scales (a tile's columns in one block of B's scales, and
+/// room for the partial accumulator: 64 + 64 registers a thread). 128-wide k-steps, as many
+/// stages as SMEM holds beside the epilogue's buffers (4 x 48 KB, 6 x 32 KB; one fewer for f32
+/// output, whose buffers are twice as large).
+template <class T, class TC, class Epilogue>
+using scaled_matmul_kernel =
+    std::conditional_t<k_block_scales<Epilogue>,
+                       matmul_ws_kernel<T, TC, 128, 128, sizeof(TC) == 4 ? 5 : 6, b_layout::col_major, Epilogue, 128, 1>,
+                       matmul_ws_kernel<T, TC, 128, 256, sizeof(TC) == 4 ? 3 : 4, b_layout::col_major, Epilogue, 128, 1>>;
+
+struct scaled_matmul_options {
+  const void* bias = nullptr;  // optional [N] vector of c's element type, added after the scales
+  activation act = activation::none;
+  void* stream = nullptr;      // cudaStream_t (GPU)
+};
+
+namespace scaled_matmul_detail {
+inline scale_matrix scales_of(const tensor_view<float, 2>& s) {
+  return {s.data, s.shape[0], s.shape[1], s.stride[0], s.stride[1]};
+}
+
+template <class T, class TC, class Epilogue>
+void launch(const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 2>& b, const tensor_view<TC, 2>& c,
+            Epilogue epi, void* stream) {
+  using kernel_t = scaled_matmul_kernel<T, TC, Epilogue>;
+  const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
+  const auto kern = kernel_t::make(a.shape[0], b.shape[0], a.shape[1], epi);
+  auto cfg = kern.config(sms);
+  cfg.stream = stream;
+  kernel(kern, cfg)(dev, a, b, c);
+}
+}  // namespace scaled_matmul_detail
+
+/// c[M, N] = act(scaled(a[M, K] b[N, K]^T) + bias), a and b fp8 (the same type: e4m3 or e5m2),
+/// c bf16 or f32, with f32 scales as `scaling` says (the top of this file). a, b and c are read
+/// and written with TMA: last dimension contiguous, other strides and the data 16-byte aligned
+/// (K a multiple of 16); the scales may have any strides.
+template <class T, class TC>
+void scaled_matmul(const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 2>& b,
+                   const tensor_view<TC, 2>& c, fp8_scaling scaling, const tensor_view<float, 2>& scale_a,
+                   const tensor_view<float, 2>& scale_b, const scaled_matmul_options& opt = {}) {
+  static_assert(wgmma_fp8_type<T>, "tilepipe: scaled_matmul multiplies fp8 operands (fp8_e4m3 or fp8_e5m2)");
+  static_assert(std::is_same_v<TC, bf16> || std::is_same_v<TC, float>, "tilepipe: scaled_matmul writes bf16 or f32");
+  const long long M = a.shape[0], K = a.shape[1], N = b.shape[0];
+  if (b.shape[1] != K)
+    detail::throw_formatted("scaled_matmul: a is [M, K] with K = %lld, b is [N, K] with K = %lld", K, b.shape[1]);
+  if (c.shape[0] != M || c.shape[1] != N)
+    detail::throw_formatted("scaled_matmul: c is %lld x %lld, expected %lld x %lld", c.shape[0], c.shape[1], M, N);
+  if (K < 1 || N < 1) detail::throw_formatted("scaled_matmul: K = %lld and N = %lld must be positive", K, N);
+  const long long kb = (K + 127) / 128;
+  const char* names[] = {"per_tensor", "row_wise", "block"};
+  const long long want[3][4] = {{1, 1, 1, 1}, {M, 1, N, 1}, {M, kb, (N + 127) / 128, kb}};
+  const auto& w = want[static_cast<int>(scaling)];
+  if (scale_a.shape[0] != w[0] || scale_a.shape[1] != w[1] || scale_b.shape[0] != w[2] || scale_b.shape[1] != w[3])
+    detail::throw_formatted("scaled_matmul: %s scales are scale_a [%lld, %lld] and scale_b [%lld, %lld], got [%lld, %lld] "
+                            "and [%lld, %lld]",
+                            names[static_cast<int>(scaling)], w[0], w[1], w[2], w[3], scale_a.shape[0],
+                            scale_a.shape[1], scale_b.shape[0], scale_b.shape[1]);
+  if (!scale_a.data || !scale_b.data) detail::throw_formatted("scaled_matmul: scale_a or scale_b is null");
+  if (M == 0) return;
+  host::require_tma_rows(a, "scaled_matmul", "a"), host::require_tma_rows(b, "scaled_matmul", "b");
+  host::require_tma_rows(c, "scaled_matmul", "c");
+  const scale_matrix sa = scaled_matmul_detail::scales_of(scale_a), sb = scaled_matmul_detail::scales_of(scale_b);
+  auto run = [&](auto then) {
+    using then_t = decltype(then);
+    if (scaling == fp8_scaling::per_tensor)
+      scaled_matmul_detail::launch(dev, a, b, c, tensor_scale_epilogue<then_t>{sa, sb, then}, opt.stream);
+    else if (scaling == fp8_scaling::row_wise)
+      scaled_matmul_detail::launch(dev, a, b, c, row_scale_epilogue<then_t>{sa, sb, then}, opt.stream);
+    else scaled_matmul_detail::launch(dev, a, b, c, block_scale_epilogue<then_t>{sa, sb, then}, opt.stream);
+  };
+  if (!opt.bias && opt.act == activation::none) run(no_epilogue{});
+  else run(bias_activation_epilogue<TC>{static_cast<const TC*>(opt.bias), N, opt.act});
+}
+
+}  // namespace tilepipe
