@@ -27,6 +27,7 @@ struct quantised {
   std::vector<T> q;
   std::vector<float> scales;
   long long scale_rows = 0, scale_cols = 0;
+  std::array<long long, 2> scale_shape() const { return {scale_rows, scale_cols}; }
   double scale(long long r, long long c, fp8_scaling scaling, bool is_a) const {
     if (scaling == fp8_scaling::per_tensor) return scales[0];
     if (scaling == fp8_scaling::row_wise) return scales[r];
@@ -77,8 +78,8 @@ std::vector<TC> run(const quantised<T>& a, const quantised<T>& b, long long M, l
   const auto& dev = test::dev();
   auto ta = tp::tensor<T, 2>::from_host(dev, {M, K}, a.q);
   auto tb = tp::tensor<T, 2>::from_host(dev, {N, K}, b.q);
-  auto sa = tp::tensor<float, 2>::from_host(dev, {a.scale_rows, a.scale_cols}, a.scales);
-  auto sb = tp::tensor<float, 2>::from_host(dev, {b.scale_rows, b.scale_cols}, b.scales);
+  auto sa = tp::tensor<float, 2>::from_host(dev, a.scale_shape(), a.scales);
+  auto sb = tp::tensor<float, 2>::from_host(dev, b.scale_shape(), b.scales);
   auto c = tp::tensor<TC, 2>::from_host(dev, {M, N}, std::vector<TC>(M * N, tp::from_float<TC>(NAN)));
   tp::scaled_matmul<T, TC>(dev, ta, tb, c, scaling, sa, sb, opt);
   return c.to_host();
@@ -221,8 +222,8 @@ TEST(ScaledMatmul, BlockScaledStreamK) {
   const auto& dev = test::dev();
   auto ta = tp::tensor<T, 2>::from_host(dev, {M, K}, a.q);
   auto tb = tp::tensor<T, 2>::from_host(dev, {N, K}, b.q);
-  auto sa = tp::tensor<float, 2>::from_host(dev, {a.scale_rows, a.scale_cols}, a.scales);
-  auto sb = tp::tensor<float, 2>::from_host(dev, {b.scale_rows, b.scale_cols}, b.scales);
+  auto sa = tp::tensor<float, 2>::from_host(dev, a.scale_shape(), a.scales);
+  auto sb = tp::tensor<float, 2>::from_host(dev, b.scale_shape(), b.scales);
   const int sms = test::on_gpu() ? dev.multiprocessors() : 4;
   tp::partials_buffer partials(dev, kernel::partial_slots(sms), kernel::partial_floats);
   auto kern = kernel::make(M, N, K, {{sa.data(), a.scale_rows, a.scale_cols, a.scale_cols, 1},
@@ -258,28 +259,20 @@ TEST(ScaledMatmul, HostErrors) {
   const auto& dev = test::dev();
   const long long M = 64, N = 128, K = 256;
   tp::tensor<tp::fp8_e4m3, 2> a(dev, {M, K}), b(dev, {N, K}), b_short(dev, {N, K - 128});
+  tp::tensor<tp::fp8_e4m3, 2> a24(dev, {M, 24}), b24(dev, {N, 24});  // rows of 24 bytes: not TMA's 16-byte multiple
   tp::tensor<tp::bf16, 2> c(dev, {M, N}), c_wrong(dev, {M, N + 8});
   tp::tensor<float, 2> one(dev, {1, 1}), rows_a(dev, {M, 1}), rows_b(dev, {N, 1}), blocks_a(dev, {M, 2}), blocks_b(dev, {1, 2});
-  auto err = [&](auto&& f) { return test::error_of(f); };
-  using tp::scaled_matmul;
-  EXPECT_NE(err([&] { scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, a, b_short, c, fp8_scaling::per_tensor, one, one); })
-                .find("b is [N, K] with K = 128"),
-            std::string::npos);
-  EXPECT_NE(err([&] { scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, a, b, c_wrong, fp8_scaling::per_tensor, one, one); })
-                .find("c is 64 x 136, expected 64 x 128"),
-            std::string::npos);
-  EXPECT_NE(err([&] { scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, a, b, c, fp8_scaling::row_wise, one, rows_b); })
-                .find("row_wise scales are scale_a [64, 1] and scale_b [128, 1], got [1, 1]"),
-            std::string::npos);
-  EXPECT_NE(err([&] { scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, a, b, c, fp8_scaling::block, blocks_a, rows_b); })
-                .find("block scales are scale_a [64, 2] and scale_b [1, 2]"),
-            std::string::npos);
-  EXPECT_NE(err([&] { scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, a, b, c, fp8_scaling::block, rows_a, blocks_b); })
-                .find("got [64, 1]"),
-            std::string::npos);
-  // K = 24: rows of 24 bytes, not a multiple of TMA's 16.
-  tp::tensor<tp::fp8_e4m3, 2> a24(dev, {M, 24}), b24(dev, {N, 24});
-  EXPECT_NE(err([&] { scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, a24, b24, c, fp8_scaling::per_tensor, one, one); })
-                .find("not a multiple of 16 bytes"),
-            std::string::npos);
+  auto expect_error = [&](const tp::tensor<tp::fp8_e4m3, 2>& lhs, const tp::tensor<tp::fp8_e4m3, 2>& rhs,
+                          const tp::tensor<tp::bf16, 2>& out, fp8_scaling scaling, const tp::tensor<float, 2>& sa,
+                          const tp::tensor<float, 2>& sb, const std::string& message) {
+    const std::string got =
+        test::error_of([&] { tp::scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, lhs, rhs, out, scaling, sa, sb); });
+    EXPECT_NE(got.find(message), std::string::npos) << "got: " << got << "\nwanted: " << message;
+  };
+  expect_error(a, b_short, c, fp8_scaling::per_tensor, one, one, "b is [N, K] with K = 128");
+  expect_error(a, b, c_wrong, fp8_scaling::per_tensor, one, one, "c is 64 x 136, expected 64 x 128");
+  expect_error(a, b, c, fp8_scaling::row_wise, one, rows_b, "row_wise scales are scale_a [64, 1] and scale_b [128, 1], got [1, 1]");
+  expect_error(a, b, c, fp8_scaling::block, blocks_a, rows_b, "block scales are scale_a [64, 2] and scale_b [1, 2]");
+  expect_error(a, b, c, fp8_scaling::block, rows_a, blocks_b, "got [64, 1]");
+  expect_error(a24, b24, c, fp8_scaling::per_tensor, one, one, "not a multiple of 16 bytes");
 }
