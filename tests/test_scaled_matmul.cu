@@ -54,8 +54,8 @@ quantised<T> make_operand(long long rows, long long cols, fp8_scaling scaling, b
 }
 
 /// C = scaled(A B^T) in float64 from the dequantised operands, then bias and ReLU if given.
-template <class T>
-std::vector<double> reference(const quantised<T>& a, const quantised<T>& b, long long M, long long N, long long K,
+template <class TA, class TB>
+std::vector<double> reference(const quantised<TA>& a, const quantised<TB>& b, long long M, long long N, long long K,
                               fp8_scaling scaling, const std::vector<double>& bias = {}) {
   std::vector<double> da(M * K), db(N * K), ref(M * N, 0.0);
   for (long long i = 0; i < M; ++i)
@@ -72,16 +72,16 @@ std::vector<double> reference(const quantised<T>& a, const quantised<T>& b, long
 }
 
 /// Runs tp::scaled_matmul on the operands; returns C.
-template <class T, class TC>
-std::vector<TC> run(const quantised<T>& a, const quantised<T>& b, long long M, long long N, long long K,
+template <class TC, class TA, class TB>
+std::vector<TC> run(const quantised<TA>& a, const quantised<TB>& b, long long M, long long N, long long K,
                     fp8_scaling scaling, const tp::scaled_matmul_options& opt = {}) {
   const auto& dev = test::dev();
-  auto ta = tp::tensor<T, 2>::from_host(dev, {M, K}, a.q);
-  auto tb = tp::tensor<T, 2>::from_host(dev, {N, K}, b.q);
+  auto ta = tp::tensor<TA, 2>::from_host(dev, {M, K}, a.q);
+  auto tb = tp::tensor<TB, 2>::from_host(dev, {N, K}, b.q);
   auto sa = tp::tensor<float, 2>::from_host(dev, a.scale_shape(), a.scales);
   auto sb = tp::tensor<float, 2>::from_host(dev, b.scale_shape(), b.scales);
   auto c = tp::tensor<TC, 2>::from_host(dev, {M, N}, std::vector<TC>(M * N, tp::from_float<TC>(NAN)));
-  tp::scaled_matmul<T, TC>(dev, ta, tb, c, scaling, sa, sb, opt);
+  tp::scaled_matmul<TA, TB, TC>(dev, ta, tb, c, scaling, sa, sb, opt);
   return c.to_host();
 }
 
@@ -113,18 +113,18 @@ double tolerance() {
   else return test::on_gpu() ? 1e-3 : 1e-5;
 }
 
-template <class T, class TC>
+template <class TA, class TB, class TC>
 void check(long long M, long long N, long long K, fp8_scaling scaling, bool extreme = false) {
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   const long long blocks = scaling == fp8_scaling::block ? (K + 127) / 128 : 1;
   const extreme_exponents ex(blocks, rng);
   auto mild = [](long long) { return -2.0; };
-  const auto a = extreme ? make_operand<T>(M, K, scaling, true, rng, ex.for_a()) : make_operand<T>(M, K, scaling, true, rng, mild);
-  const auto b = extreme ? make_operand<T>(N, K, scaling, false, rng, ex.for_b()) : make_operand<T>(N, K, scaling, false, rng, mild);
-  const auto c = run<T, TC>(a, b, M, N, K, scaling);
+  const auto a = extreme ? make_operand<TA>(M, K, scaling, true, rng, ex.for_a()) : make_operand<TA>(M, K, scaling, true, rng, mild);
+  const auto b = extreme ? make_operand<TB>(N, K, scaling, false, rng, ex.for_b()) : make_operand<TB>(N, K, scaling, false, rng, mild);
+  const auto c = run<TC>(a, b, M, N, K, scaling);
   EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, scaling)), tolerance<TC>())
-      << tp::dtype_traits<T>::name << " -> " << tp::dtype_traits<TC>::name << " " << M << "x" << N << "x" << K << " "
+      << tp::dtype_traits<TA>::name << " x " << tp::dtype_traits<TB>::name << " -> " << tp::dtype_traits<TC>::name << " " << M << "x" << N << "x" << K << " "
       << name_of(scaling) << (extreme ? ", extreme scales" : "") << ", seed " << seed;
 }
 
@@ -132,31 +132,37 @@ void check(long long M, long long N, long long K, fp8_scaling scaling, bool extr
 
 TEST(ScaledMatmul, PerTensor) {
   const long long s = test::on_gpu() ? 8 : 1;
-  check<tp::fp8_e4m3, tp::bf16>(200 * s, 264 * s, 256, fp8_scaling::per_tensor);
-  check<tp::fp8_e4m3, float>(77, 40, 48, fp8_scaling::per_tensor);  // K below one block
-  check<tp::fp8_e5m2, tp::bf16>(130, 520, 400, fp8_scaling::per_tensor);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(200 * s, 264 * s, 256, fp8_scaling::per_tensor);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(77, 40, 48, fp8_scaling::per_tensor);  // K below one block
+  check<tp::fp8_e5m2, tp::fp8_e5m2, tp::bf16>(130, 520, 400, fp8_scaling::per_tensor);
 }
 
 TEST(ScaledMatmul, RowWise) {
   const long long s = test::on_gpu() ? 8 : 1;
-  check<tp::fp8_e4m3, tp::bf16>(136 * s, 264 * s, 272, fp8_scaling::row_wise);
-  check<tp::fp8_e4m3, float>(1, 24, 400, fp8_scaling::row_wise);  // one row
-  check<tp::fp8_e5m2, float>(65, 300, 128, fp8_scaling::row_wise);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(136 * s, 264 * s, 272, fp8_scaling::row_wise);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(1, 24, 400, fp8_scaling::row_wise);  // one row
+  check<tp::fp8_e5m2, tp::fp8_e5m2, float>(65, 300, 128, fp8_scaling::row_wise);
 }
 
 // K not a multiple of 128: the last block of K is partial, and TMA zero-fills the rest of it.
 TEST(ScaledMatmul, BlockScaled) {
   const long long s = test::on_gpu() ? 8 : 1;
-  check<tp::fp8_e4m3, tp::bf16>(200 * s, 136 * s, 400, fp8_scaling::block);
-  check<tp::fp8_e4m3, float>(130, 264, 528, fp8_scaling::block);
-  check<tp::fp8_e4m3, float>(64, 128, 16, fp8_scaling::block);  // one partial block of K
-  check<tp::fp8_e5m2, tp::bf16>(77, 200, 272, fp8_scaling::block);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(200 * s, 136 * s, 400, fp8_scaling::block);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(130, 264, 528, fp8_scaling::block);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(64, 128, 16, fp8_scaling::block);  // one partial block of K
+  check<tp::fp8_e5m2, tp::fp8_e5m2, tp::bf16>(77, 200, 272, fp8_scaling::block);
+}
+
+// e5m2 gradients times e4m3 weights (and the other way round), as a backward pass multiplies.
+TEST(ScaledMatmul, MixedFp8Types) {
+  check<tp::fp8_e5m2, tp::fp8_e4m3, tp::bf16>(130, 264, 272, fp8_scaling::block);
+  check<tp::fp8_e4m3, tp::fp8_e5m2, float>(65, 136, 400, fp8_scaling::row_wise);
 }
 
 TEST(ScaledMatmul, ExtremeScales) {
   for (auto scaling : {fp8_scaling::per_tensor, fp8_scaling::row_wise, fp8_scaling::block}) {
-    check<tp::fp8_e4m3, float>(130, 136, 400, scaling, true);
-    check<tp::fp8_e4m3, tp::bf16>(65, 264, 272, scaling, true);
+    check<tp::fp8_e4m3, tp::fp8_e4m3, float>(130, 136, 400, scaling, true);
+    check<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(65, 264, 272, scaling, true);
   }
 }
 
@@ -171,7 +177,7 @@ TEST(ScaledMatmul, BiasAndRelu) {
     auto bias = tp::tensor<tp::bf16, 1>::from_host(test::dev(), {N}, hbias);
     std::vector<double> dbias(N);
     for (long long j = 0; j < N; ++j) dbias[j] = tp::to_float(hbias[j]);
-    const auto c = run<tp::fp8_e4m3, tp::bf16>(a, b, M, N, K, scaling, {.bias = bias.data(), .act = tp::activation::relu});
+    const auto c = run<tp::bf16>(a, b, M, N, K, scaling, {.bias = bias.data(), .act = tp::activation::relu});
     EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, scaling, dbias)), 6e-3) << name_of(scaling);
   }
 }
@@ -205,7 +211,7 @@ TEST(ScaledMatmul, BlockScaledFromQuantizeFp8) {
   for (long long j = 0; j < N; ++j)
     for (long long k = 0; k < K; ++k)
       b.q.push_back(tp::from_float<tp::fp8_e4m3>(static_cast<float>(w[j * K + k] / b.scales[(j / 128) * kb + k / 128])));
-  const auto c = run<tp::fp8_e4m3, float>(a, b, M, N, K, fp8_scaling::block);
+  const auto c = run<float>(a, b, M, N, K, fp8_scaling::block);
   EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, fp8_scaling::block)), tolerance<float>()) << "seed " << seed;
 }
 
@@ -213,7 +219,7 @@ TEST(ScaledMatmul, BlockScaledFromQuantizeFp8) {
 // k-blocks (their scales' column), and their partial sums, already scaled, add up.
 TEST(ScaledMatmul, BlockScaledStreamK) {
   using T = tp::fp8_e4m3;
-  using kernel = tp::scaled_matmul_kernel<T, float, tp::block_scale_epilogue<tp::no_epilogue>>;
+  using kernel = tp::scaled_matmul_kernel<T, T, float, tp::block_scale_epilogue<tp::no_epilogue>>;
   std::mt19937_64 rng(test::fresh_seed());
   const long long M = test::on_gpu() ? 1300 : 300, N = 264, K = 1040;
   auto mild = [](long long) { return -2.0; };
@@ -247,7 +253,7 @@ TEST(ScaledMatmul, PromotionKeepsLongSumsAccurate) {
   auto error = [&](fp8_scaling scaling) {
     const auto a = make_operand<tp::fp8_e4m3>(M, K, scaling, true, rng, unit, 0.25, 1.0);
     const auto b = make_operand<tp::fp8_e4m3>(N, K, scaling, false, rng, unit, 0.25, 1.0);
-    return test::rel_error(run<tp::fp8_e4m3, float>(a, b, M, N, K, scaling), reference(a, b, M, N, K, scaling));
+    return test::rel_error(run<float>(a, b, M, N, K, scaling), reference(a, b, M, N, K, scaling));
   };
   const double promoted = error(fp8_scaling::block), unpromoted = error(fp8_scaling::per_tensor);
   EXPECT_LT(promoted, 1e-3) << "block-scaled (promoted every 128 of K)";
@@ -266,7 +272,7 @@ TEST(ScaledMatmul, HostErrors) {
                           const tp::tensor<tp::bf16, 2>& out, fp8_scaling scaling, const tp::tensor<float, 2>& sa,
                           const tp::tensor<float, 2>& sb, const std::string& message) {
     const std::string got =
-        test::error_of([&] { tp::scaled_matmul<tp::fp8_e4m3, tp::bf16>(dev, lhs, rhs, out, scaling, sa, sb); });
+        test::error_of([&] { tp::scaled_matmul<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(dev, lhs, rhs, out, scaling, sa, sb); });
     EXPECT_NE(got.find(message), std::string::npos) << "got: " << got << "\nwanted: " << message;
   };
   expect_error(a, b_short, c, fp8_scaling::per_tensor, one, one, "b is [N, K] with K = 128");

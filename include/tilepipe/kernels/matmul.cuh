@@ -17,8 +17,8 @@
 // their B block: each CTA loads 1/Cluster of it and multicasts it to the others, so L2
 // serves B once per cluster, as cuBLAS's kernels for these shapes do.
 //
-// fp8 operands (T = fp8_e4m3 / fp8_e5m2) need b_layout::col_major (wgmma reads fp8 K-major)
-// and BK = 128 (one 128-byte swizzled row of K). An epilogue with per-k-block scales
+// fp8 operands (T = fp8_e4m3 / fp8_e5m2, and B's type TB either of them) need
+// b_layout::col_major (wgmma reads fp8 K-major) and BK = 128 (one 128-byte swizzled row of K). An epilogue with per-k-block scales
 // (k_block_scales: block-scaled fp8) switches the k-step to promoting_k_step, which scales
 // each step's product into the accumulator; kernels/scaled_matmul.cuh is the fp8 front end.
 // (This kernel was examples/matmul_ws/matmul_ws_kernel.cuh; CHANGELOG.md.)
@@ -53,7 +53,7 @@ struct bias_relu_epilogue {
 };
 
 template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue,
-          int BK = 64, int Cluster = 1>
+          int BK = 64, int Cluster = 1, class TB = T>
 struct matmul_ws_kernel {
   static constexpr warp_specialization<2, 40> ws{};       // 2 compute warpgroups, the memory one last
   static constexpr int num_threads = ws.num_threads;
@@ -73,12 +73,14 @@ struct matmul_ws_kernel {
   using c_tile = tile<block<EM, EN>, swizzle<128>>;
   using c_view = smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
+  static_assert(sizeof(TB) == sizeof(T), "tilepipe: matmul_ws_kernel: A and B of one element size (B's type differs "
+                                         "from A's only among the fp8 types)");
 
   tile_scheduler<> sched;   // the tiles of (cluster row, tile column) and their k-steps
   Epilogue epilogue{};
   partials_ref partials{};  // stream-K workspace: a slot per compute warpgroup of the grid
 
-  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 2, b_tile> b,
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<TB, 2, b_tile> b,
                         gmem<TC, 2, c_tile> c) const {
     const int ci = ws.compute_index(ctx);
     const int rank = ctx.cluster_rank(), worker = ctx.axis_index(0) / Cluster, workers = ctx.axis_size(0) / Cluster;

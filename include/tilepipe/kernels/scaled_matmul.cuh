@@ -4,7 +4,7 @@
 //     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::row_wise, scale_a, scale_b);     // [M, 1], [N, 1]
 //     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::block, scale_a, scale_b);        // [M, K/128], [N/128, K/128]
 //
-// A is [M, K] and B is [N, K], both fp8 (e4m3, or e5m2 for gradients) with K contiguous: the
+// A is [M, K] and B is [N, K], fp8 (e4m3, or e5m2 for gradients, each) with K contiguous: the
 // K-major layout fp8 wgmma requires (B as nn.Linear keeps its weights; torch._scaled_mm's
 // column-major second operand). The scales are f32 in device memory, x ~= q * scale as
 // tp::quantize_fp8 writes them:
@@ -74,11 +74,11 @@ struct block_scale_epilogue {
 /// room for the partial accumulator: 64 + 64 registers a thread). 128-wide k-steps, as many
 /// stages as SMEM holds beside the epilogue's buffers (4 x 48 KB, 6 x 32 KB; one fewer for f32
 /// output, whose buffers are twice as large).
-template <class T, class TC, class Epilogue>
-using scaled_matmul_kernel =
-    std::conditional_t<k_block_scales<Epilogue>,
-                       matmul_ws_kernel<T, TC, 128, 128, sizeof(TC) == 4 ? 5 : 6, b_layout::col_major, Epilogue, 128, 1>,
-                       matmul_ws_kernel<T, TC, 128, 256, sizeof(TC) == 4 ? 3 : 4, b_layout::col_major, Epilogue, 128, 1>>;
+template <class TA, class TB, class TC, class Epilogue>
+using scaled_matmul_kernel = std::conditional_t<
+    k_block_scales<Epilogue>,
+    matmul_ws_kernel<TA, TC, 128, 128, sizeof(TC) == 4 ? 5 : 6, b_layout::col_major, Epilogue, 128, 1, TB>,
+    matmul_ws_kernel<TA, TC, 128, 256, sizeof(TC) == 4 ? 3 : 4, b_layout::col_major, Epilogue, 128, 1, TB>>;
 
 struct scaled_matmul_options {
   const void* bias = nullptr;  // optional [N] vector of c's element type, added after the scales
@@ -91,10 +91,10 @@ inline scale_matrix scales_of(const tensor_view<float, 2>& s) {
   return {s.data, s.shape[0], s.shape[1], s.stride[0], s.stride[1]};
 }
 
-template <class T, class TC, class Epilogue>
-void launch(const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 2>& b, const tensor_view<TC, 2>& c,
+template <class TA, class TB, class TC, class Epilogue>
+void launch(const device& dev, const tensor_view<TA, 2>& a, const tensor_view<TB, 2>& b, const tensor_view<TC, 2>& c,
             Epilogue epi, void* stream) {
-  using kernel_t = scaled_matmul_kernel<T, TC, Epilogue>;
+  using kernel_t = scaled_matmul_kernel<TA, TB, TC, Epilogue>;
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
   const auto kern = kernel_t::make(a.shape[0], b.shape[0], a.shape[1], epi);
   auto cfg = kern.config(sms);
@@ -103,15 +103,16 @@ void launch(const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 
 }
 }  // namespace scaled_matmul_detail
 
-/// c[M, N] = act(scaled(a[M, K] b[N, K]^T) + bias), a and b fp8 (the same type: e4m3 or e5m2),
-/// c bf16 or f32, with f32 scales as `scaling` says (the top of this file). a, b and c are read
+/// c[M, N] = act(scaled(a[M, K] b[N, K]^T) + bias), a and b fp8 (e4m3 or e5m2 each: e5m2
+/// gradients times e4m3 weights in a backward pass), c bf16 or f32, with f32 scales as `scaling` says (the top of this file). a, b and c are read
 /// and written with TMA: last dimension contiguous, other strides and the data 16-byte aligned
 /// (K a multiple of 16); the scales may have any strides.
-template <class T, class TC>
-void scaled_matmul(const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 2>& b,
+template <class TA, class TB, class TC>
+void scaled_matmul(const device& dev, const tensor_view<TA, 2>& a, const tensor_view<TB, 2>& b,
                    const tensor_view<TC, 2>& c, fp8_scaling scaling, const tensor_view<float, 2>& scale_a,
                    const tensor_view<float, 2>& scale_b, const scaled_matmul_options& opt = {}) {
-  static_assert(wgmma_fp8_type<T>, "tilepipe: scaled_matmul multiplies fp8 operands (fp8_e4m3 or fp8_e5m2)");
+  static_assert(wgmma_fp8_type<TA> && wgmma_fp8_type<TB>,
+                "tilepipe: scaled_matmul multiplies fp8 operands (fp8_e4m3 or fp8_e5m2)");
   static_assert(std::is_same_v<TC, bf16> || std::is_same_v<TC, float>, "tilepipe: scaled_matmul writes bf16 or f32");
   const long long M = a.shape[0], K = a.shape[1], N = b.shape[0];
   if (b.shape[1] != K)
