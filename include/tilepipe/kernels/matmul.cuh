@@ -52,6 +52,16 @@ struct bias_relu_epilogue {
   }
 };
 
+/// An epilogue on a warpgroup's accumulator whose element (0, 0) is C(row0, col0): epi(v, row,
+/// col) element by element, or epi.apply(acc, row0, col0) for an epilogue that reads once per
+/// tile what its elements share (a scale: read per element, the loads are not merged).
+template <class Epilogue, int M, int N>
+TP_HD TP_FORCEINLINE accumulator<M, N> apply_epilogue(const Epilogue& epi, const accumulator<M, N>& acc, long long row0,
+                                                      long long col0) {
+  if constexpr (requires { epi.apply(acc, row0, col0); }) return epi.apply(acc, row0, col0);
+  else return map(acc, [&](float v, int r, int c) { return epi(v, row0 + r, col0 + c); });
+}
+
 template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue,
           int BK = 64, int Cluster = 1, class TB = T>
 struct matmul_ws_kernel {
@@ -98,7 +108,7 @@ struct matmul_ws_kernel {
         if (u.publishes) return publish_partial(acc, partials, slot(worker));  // another CTA finishes the tile
         for (int w = u.first_contributor; w < worker; ++w) accumulate_partial(acc, partials, slot(w));
         const long long row0 = static_cast<long long>(u.tile.m) * BM + ci * WM, col0 = static_cast<long long>(u.tile.n) * BN;
-        acc = map(acc, [&](float v, int r, int cc) { return epilogue(v, row0 + r, col0 + cc); });
+        acc = apply_epilogue(epilogue, acc, row0, col0);
         c_chunks.store(acc, c, [&](int rb, int cb) {
           return idx((u.tile.m * BM + ci * WM) / EM + rb, u.tile.n * (BN / EN) + cb);
         });

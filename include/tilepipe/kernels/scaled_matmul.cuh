@@ -13,8 +13,9 @@
 //   block       C(i, j) = sum_kb sa(i, kb) * sb(j / 128, kb) * sum_{k in block kb} A(i, k) B(j, k)
 // (DeepSeek-V3's 1 x 128 activation and 128 x 128 weight blocks, ceil'd at the edges: a K
 // that is not a multiple of 128 ends in a partial block, which TMA zero-fills.)
-// C is bf16 or f32. The product of a pair of scales is formed first, in f32, then multiplies
-// the f32 sum.
+// C is bf16 or f32. In f32: per-tensor and block scales multiply the sum as their product
+// (sa * sb, formed first); row-wise ones one after the other ((sum * sa) * sb), so that each
+// tile reads A's scales once per row.
 //
 // It is tp::matmul's kernel (matmul_ws_kernel) with fp8 operands and 128-wide k-steps: the
 // per-tensor and row-wise scales apply in its epilogue; block scales apply at every k-step,
@@ -43,20 +44,29 @@ struct scale_matrix {
   }
 };
 
-/// C = then(acc * sa * sb): one scale per operand.
+/// C = then(acc * (sa * sb)): one scale per operand, read once per tile.
 template <class Then>
 struct tensor_scale_epilogue {
   scale_matrix a, b;
   Then then;
-  TP_HD float operator()(float acc, long long row, long long col) const { return then(acc * (a(0, 0) * b(0, 0)), row, col); }
+  template <int M, int N>
+  TP_HD accumulator<M, N> apply(const accumulator<M, N>& acc, long long row0, long long col0) const {
+    const float s = a(0, 0) * b(0, 0);
+    return map(acc, [&](float v, int r, int c) { return then(v * s, row0 + r, col0 + c); });
+  }
 };
 
-/// C = then(acc * sa(row) * sb(col)).
+/// C = then(acc * sa(row) * sb(col)): A's scales read once per row a thread holds.
 template <class Then>
 struct row_scale_epilogue {
   scale_matrix a, b;
   Then then;
-  TP_HD float operator()(float acc, long long row, long long col) const { return then(acc * (a(row, 0) * b(col, 0)), row, col); }
+  template <int M, int N>
+  TP_HD accumulator<M, N> apply(const accumulator<M, N>& acc, long long row0, long long col0) const {
+    const auto sa = map(full<row_vector<M>>(0.0f), [&](float, int r) { return a(row0 + r, 0); });
+    return map(broadcast_rows(acc, sa, [](float v, float s) { return v * s; }),
+               [&](float v, int r, int c) { return then(v * b(col0 + c, 0), row0 + r, col0 + c); });
+  }
 };
 
 /// Block scales, which the kernel applies at every k-step (k_block_scales); C = then(acc).
