@@ -219,7 +219,7 @@ TEST(ScaledMatmul, BlockScaledFromQuantizeFp8) {
 // k-blocks (their scales' column), and their partial sums, already scaled, add up.
 TEST(ScaledMatmul, BlockScaledStreamK) {
   using T = tp::fp8_e4m3;
-  using kernel = tp::scaled_matmul_kernel<T, T, float, tp::block_scale_epilogue<tp::no_epilogue>>;
+  using kernel = tp::scaled_matmul_kernel<T, T, float, tp::scale_epilogue<fp8_scaling::block, tp::no_epilogue>>;
   std::mt19937_64 rng(test::fresh_seed());
   const long long M = test::on_gpu() ? 1300 : 300, N = 264, K = 1040;
   auto mild = [](long long) { return -2.0; };

@@ -44,39 +44,40 @@ struct scale_matrix {
   }
 };
 
-/// C = then(acc * (sa * sb)): one scale per operand, read once per tile.
-template <class Then>
-struct tensor_scale_epilogue {
+/// The scales of one mode, and `then` (bias, activation) after them. Per-tensor and row-wise
+/// scales multiply the accumulator in the epilogue, read once per tile (per-tensor:
+/// acc * (sa * sb)) or once per row a thread holds (row-wise: (acc * sa(row)) * sb(col)); called
+/// element by element, ptxas loaded them again for every element. Block scales are per
+/// k-block (k_block_scales): the kernel's k-step applies them.
+template <fp8_scaling Mode, class Then>
+struct scale_epilogue {
   scale_matrix a, b;
   Then then;
+
+  TP_HD float a_scale(long long row, int kb) const
+    requires(Mode == fp8_scaling::block)
+  {
+    return a(row, kb);
+  }
+  TP_HD float b_scale(long long col, int kb) const
+    requires(Mode == fp8_scaling::block)
+  {
+    return b(col / 128, kb);
+  }
+
   template <int M, int N>
   TP_HD accumulator<M, N> apply(const accumulator<M, N>& acc, long long row0, long long col0) const {
-    const float s = a(0, 0) * b(0, 0);
-    return map(acc, [&](float v, int r, int c) { return then(v * s, row0 + r, col0 + c); });
+    if constexpr (Mode == fp8_scaling::per_tensor) {
+      const float s = a(0, 0) * b(0, 0);
+      return map(acc, [&](float v, int r, int c) { return then(v * s, row0 + r, col0 + c); });
+    } else if constexpr (Mode == fp8_scaling::row_wise) {
+      const auto sa = map(full<row_vector<M>>(0.0f), [&](float, int r) { return a(row0 + r, 0); });
+      return map(broadcast_rows(acc, sa, [](float v, float s) { return v * s; }),
+                 [&](float v, int r, int c) { return then(v * b(col0 + c, 0), row0 + r, col0 + c); });
+    } else {
+      return map(acc, [&](float v, int r, int c) { return then(v, row0 + r, col0 + c); });
+    }
   }
-};
-
-/// C = then(acc * sa(row) * sb(col)): A's scales read once per row a thread holds.
-template <class Then>
-struct row_scale_epilogue {
-  scale_matrix a, b;
-  Then then;
-  template <int M, int N>
-  TP_HD accumulator<M, N> apply(const accumulator<M, N>& acc, long long row0, long long col0) const {
-    const auto sa = map(full<row_vector<M>>(0.0f), [&](float, int r) { return a(row0 + r, 0); });
-    return map(broadcast_rows(acc, sa, [](float v, float s) { return v * s; }),
-               [&](float v, int r, int c) { return then(v * b(col0 + c, 0), row0 + r, col0 + c); });
-  }
-};
-
-/// Block scales, which the kernel applies at every k-step (k_block_scales); C = then(acc).
-template <class Then>
-struct block_scale_epilogue {
-  scale_matrix a, b;
-  Then then;
-  TP_HD float a_scale(long long row, int kb) const { return a(row, kb); }
-  TP_HD float b_scale(long long col, int kb) const { return b(col / 128, kb); }
-  TP_HD float operator()(float acc, long long row, long long col) const { return then(acc, row, col); }
 };
 
 /// The kernels tp::scaled_matmul launches: 128 x 256 tiles for scales in the epilogue (as
@@ -147,10 +148,10 @@ void scaled_matmul(const device& dev, const tensor_view<TA, 2>& a, const tensor_
   auto run = [&](auto then) {
     using then_t = decltype(then);
     if (scaling == fp8_scaling::per_tensor)
-      scaled_matmul_detail::launch(dev, a, b, c, tensor_scale_epilogue<then_t>{sa, sb, then}, opt.stream);
+      scaled_matmul_detail::launch(dev, a, b, c, scale_epilogue<fp8_scaling::per_tensor, then_t>{sa, sb, then}, opt.stream);
     else if (scaling == fp8_scaling::row_wise)
-      scaled_matmul_detail::launch(dev, a, b, c, row_scale_epilogue<then_t>{sa, sb, then}, opt.stream);
-    else scaled_matmul_detail::launch(dev, a, b, c, block_scale_epilogue<then_t>{sa, sb, then}, opt.stream);
+      scaled_matmul_detail::launch(dev, a, b, c, scale_epilogue<fp8_scaling::row_wise, then_t>{sa, sb, then}, opt.stream);
+    else scaled_matmul_detail::launch(dev, a, b, c, scale_epilogue<fp8_scaling::block, then_t>{sa, sb, then}, opt.stream);
   };
   if (!opt.bias && opt.act == activation::none) run(no_epilogue{});
   else run(bias_activation_epilogue<TC>{static_cast<const TC*>(opt.bias), N, opt.act});
