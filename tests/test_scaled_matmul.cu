@@ -114,7 +114,7 @@ double tolerance() {
 }
 
 template <class TA, class TB, class TC>
-void check(long long M, long long N, long long K, fp8_scaling scaling, bool extreme = false) {
+void check(long long M, long long N, long long K, fp8_scaling scaling, bool extreme = false, bool promote = false) {
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   const long long blocks = scaling == fp8_scaling::block ? (K + 127) / 128 : 1;
@@ -122,10 +122,10 @@ void check(long long M, long long N, long long K, fp8_scaling scaling, bool extr
   auto mild = [](long long) { return -2.0; };
   const auto a = extreme ? make_operand<TA>(M, K, scaling, true, rng, ex.for_a()) : make_operand<TA>(M, K, scaling, true, rng, mild);
   const auto b = extreme ? make_operand<TB>(N, K, scaling, false, rng, ex.for_b()) : make_operand<TB>(N, K, scaling, false, rng, mild);
-  const auto c = run<TC>(a, b, M, N, K, scaling);
+  const auto c = run<TC>(a, b, M, N, K, scaling, {.promote = promote});
   EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, scaling)), tolerance<TC>())
       << tp::dtype_traits<TA>::name << " x " << tp::dtype_traits<TB>::name << " -> " << tp::dtype_traits<TC>::name << " " << M << "x" << N << "x" << K << " "
-      << name_of(scaling) << (extreme ? ", extreme scales" : "") << ", seed " << seed;
+      << name_of(scaling) << (extreme ? ", extreme scales" : "") << (promote ? ", promoted" : "") << ", seed " << seed;
 }
 
 }  // namespace
@@ -151,6 +151,13 @@ TEST(ScaledMatmul, BlockScaled) {
   check<tp::fp8_e4m3, tp::fp8_e4m3, float>(130, 264, 528, fp8_scaling::block);
   check<tp::fp8_e4m3, tp::fp8_e4m3, float>(64, 128, 16, fp8_scaling::block);  // one partial block of K
   check<tp::fp8_e5m2, tp::fp8_e5m2, tp::bf16>(77, 200, 272, fp8_scaling::block);
+}
+
+// Per-tensor and row-wise scales with the sums promoted every 128 of K (the block-scaled
+// kernel's k-step with unit scales, the mode's scales in the epilogue).
+TEST(ScaledMatmul, PromotedPerTensorAndRowWise) {
+  check<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(200, 264, 400, fp8_scaling::per_tensor, false, true);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(130, 136, 272, fp8_scaling::row_wise, true, true);
 }
 
 // e5m2 gradients times e4m3 weights (and the other way round), as a backward pass multiplies.
@@ -243,23 +250,25 @@ TEST(ScaledMatmul, BlockScaledStreamK) {
 // The tensor core adds fp8 products into an accumulator of about 14 significant bits,
 // truncating: over a long K of positive products each addition loses about 2^-14 of the
 // running sum, a relative error near K / 32 / 2 * 2^-14 (6% at K = 65536) without promotion,
-// about 1e-4 with it. Block scales promote every 128 of K into f32 registers and stay
-// accurate; per-tensor scales (no promotion) on the same kind of data show that the data
-// exposes the loss. GPU only: the interpreter adds in f32 everywhere.
+// about 1e-4 with it. Promoted (every 128 of K into f32 registers) the product stays
+// accurate; the same data unpromoted shows that the data exposes the loss. Block scales and
+// per-tensor scales with `promote` against per-tensor scales without. GPU only: the
+// interpreter adds in f32 everywhere.
 TEST(ScaledMatmul, PromotionKeepsLongSumsAccurate) {
   if (!test::on_gpu()) GTEST_SKIP() << "the tensor core's fp8 accumulator exists on the GPU only";
   std::mt19937_64 rng(test::fresh_seed());
   const long long M = 128, N = 128, K = 65536;
   auto unit = [](long long) { return 0.0; };  // scales ~1 (10^[-1, 1])
-  auto error = [&](fp8_scaling scaling) {
+  auto error = [&](fp8_scaling scaling, bool promote) {
     const auto a = make_operand<tp::fp8_e4m3>(M, K, scaling, true, rng, unit, 0.25, 1.0);
     const auto b = make_operand<tp::fp8_e4m3>(N, K, scaling, false, rng, unit, 0.25, 1.0);
-    return test::rel_error(run<float>(a, b, M, N, K, scaling), reference(a, b, M, N, K, scaling));
+    return test::rel_error(run<float>(a, b, M, N, K, scaling, {.promote = promote}), reference(a, b, M, N, K, scaling));
   };
-  const double promoted = error(fp8_scaling::block), unpromoted = error(fp8_scaling::per_tensor);
-  EXPECT_LT(promoted, 1e-3) << "block-scaled (promoted every 128 of K)";
-  EXPECT_GT(unpromoted, 1e-2) << "per-tensor (the tensor core's accumulator over all of K): the data does not "
-                                 "expose the accumulator's loss, so the check above proves nothing";
+  EXPECT_LT(error(fp8_scaling::block, true), 1e-3) << "block scales (promoted every 128 of K)";
+  EXPECT_LT(error(fp8_scaling::per_tensor, true), 1e-3) << "per-tensor scales, promoted";
+  EXPECT_GT(error(fp8_scaling::per_tensor, false), 1e-2)
+      << "per-tensor scales, not promoted (the tensor core's accumulator over all of K): the data does not expose "
+         "the accumulator's loss, so the checks above prove nothing";
 }
 
 TEST(ScaledMatmul, HostErrors) {

@@ -20,7 +20,9 @@
 // It is tp::matmul's kernel (matmul_ws_kernel) with fp8 operands and 128-wide k-steps: the
 // per-tensor and row-wise scales apply in its epilogue; block scales apply at every k-step,
 // where promoting_k_step adds each step's product, scaled, to the f32 accumulator in registers
-// (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh).
+// (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh). The other modes
+// promote too with scaled_matmul_options::promote (the precision of torch._scaled_mm's
+// default), or leave the whole K to the tensor core's accumulator (faster; the default).
 #pragma once
 
 #include "matmul.cuh"
@@ -48,21 +50,23 @@ struct scale_matrix {
 /// scales multiply the accumulator in the epilogue, read once per tile (per-tensor:
 /// acc * (sa * sb)) or once per row a thread holds (row-wise: (acc * sa(row)) * sb(col)); called
 /// element by element, ptxas loaded them again for every element. Block scales are per
-/// k-block (k_block_scales): the kernel's k-step applies them.
-template <fp8_scaling Mode, class Then>
+/// k-block (k_block_scales): the kernel's k-step applies them. Promote: the kernel promotes
+/// every 128 of K (k_block_scales), with scale 1 for the modes whose scales the epilogue applies.
+template <fp8_scaling Mode, class Then, bool Promote = Mode == fp8_scaling::block>
 struct scale_epilogue {
+  static_assert(Promote || Mode != fp8_scaling::block, "tilepipe: block scales are applied by promotion");
   scale_matrix a, b;
   Then then;
 
   TP_HD float a_scale(long long row, int kb) const
-    requires(Mode == fp8_scaling::block)
+    requires Promote
   {
-    return a(row, kb);
+    return Mode == fp8_scaling::block ? a(row, kb) : 1.0f;
   }
   TP_HD float b_scale(long long col, int kb) const
-    requires(Mode == fp8_scaling::block)
+    requires Promote
   {
-    return b(col / 128, kb);
+    return Mode == fp8_scaling::block ? b(col / 128, kb) : 1.0f;
   }
 
   template <int M, int N>
@@ -81,7 +85,7 @@ struct scale_epilogue {
 };
 
 /// The kernels tp::scaled_matmul launches: 128 x 256 tiles for scales in the epilogue (as
-/// tp::matmul), 128 x 128 for block scales (a tile's columns in one block of B's scales, and
+/// tp::matmul), 128 x 128 where the sums are promoted (a tile's columns in one block of B's scales, and
 /// room for the partial accumulator: 64 + 64 registers a thread). 128-wide k-steps, as many
 /// stages as SMEM holds beside the epilogue's buffers (4 x 48 KB, 6 x 32 KB; one fewer for f32
 /// output, whose buffers are twice as large).
@@ -94,6 +98,11 @@ using scaled_matmul_kernel = std::conditional_t<
 struct scaled_matmul_options {
   const void* bias = nullptr;  // optional [N] vector of c's element type, added after the scales
   activation act = activation::none;
+  // Per-tensor and row-wise scales: promote the sums into f32 every 128 of K (128 x 128 tiles,
+  // as torch._scaled_mm with use_fast_accum=False), or keep them in the tensor core's
+  // accumulator of about 14 bits over all of K (128 x 256 tiles, use_fast_accum=True). Block
+  // scales always promote.
+  bool promote = false;
   void* stream = nullptr;      // cudaStream_t (GPU)
 };
 
@@ -147,11 +156,13 @@ void scaled_matmul(const device& dev, const tensor_view<TA, 2>& a, const tensor_
   const scale_matrix sa = scaled_matmul_detail::scales_of(scale_a), sb = scaled_matmul_detail::scales_of(scale_b);
   auto run = [&](auto then) {
     using then_t = decltype(then);
-    if (scaling == fp8_scaling::per_tensor)
-      scaled_matmul_detail::launch(dev, a, b, c, scale_epilogue<fp8_scaling::per_tensor, then_t>{sa, sb, then}, opt.stream);
-    else if (scaling == fp8_scaling::row_wise)
-      scaled_matmul_detail::launch(dev, a, b, c, scale_epilogue<fp8_scaling::row_wise, then_t>{sa, sb, then}, opt.stream);
-    else scaled_matmul_detail::launch(dev, a, b, c, scale_epilogue<fp8_scaling::block, then_t>{sa, sb, then}, opt.stream);
+    auto launch = [&](auto epi) { scaled_matmul_detail::launch(dev, a, b, c, epi, opt.stream); };
+    constexpr auto tensor = fp8_scaling::per_tensor, rows = fp8_scaling::row_wise, blocks = fp8_scaling::block;
+    if (scaling == blocks) launch(scale_epilogue<blocks, then_t>{sa, sb, then});
+    else if (scaling == tensor && opt.promote) launch(scale_epilogue<tensor, then_t, true>{sa, sb, then});
+    else if (scaling == tensor) launch(scale_epilogue<tensor, then_t>{sa, sb, then});
+    else if (opt.promote) launch(scale_epilogue<rows, then_t, true>{sa, sb, then});
+    else launch(scale_epilogue<rows, then_t>{sa, sb, then});
   };
   if (!opt.bias && opt.act == activation::none) run(no_epilogue{});
   else run(bias_activation_epilogue<TC>{static_cast<const TC*>(opt.bias), N, opt.act});
