@@ -18,9 +18,10 @@
 // serves B once per cluster, as cuBLAS's kernels for these shapes do.
 //
 // fp8 operands (T = fp8_e4m3 / fp8_e5m2, and B's type TB either of them) need
-// b_layout::col_major (wgmma reads fp8 K-major) and BK = 128 (one 128-byte swizzled row of K). An epilogue with per-k-block scales
-// (k_block_scales: block-scaled fp8) switches the k-step to promoting_k_step, which scales
-// each step's product into the accumulator; kernels/scaled_matmul.cuh is the fp8 front end.
+// b_layout::col_major (wgmma reads fp8 K-major) and BK = 128 (one 128-byte swizzled row of
+// K). An epilogue with per-k-block scales (k_block_scales: block-scaled fp8) switches the
+// k-step to promoting_k_step, which scales each step's product into the accumulator;
+// kernels/scaled_matmul.cuh is the fp8 front end.
 // (This kernel was examples/matmul_ws/matmul_ws_kernel.cuh; CHANGELOG.md.)
 #pragma once
 
@@ -74,7 +75,7 @@ struct matmul_ws_kernel {
   static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
   static constexpr bool promotes = k_block_scales<Epilogue>;   // scales per k-block, applied every step
   static_assert(!promotes || (BK == 128 && 128 % BN == 0),
-                "tilepipe: block-scaled matmul: a step is one 128-wide block of K (BK = 128), and a tile's columns "
+                "tilepipe: promoting matmul (per-k-block scales): a step is one 128-wide block of K (BK = 128), and a tile's columns "
                 "lie in one 128-column block of B's scales (BN divides 128)");
   using a_tile = tile<block<BM, BK>, swizzle<SK>>;
   // A K-major B block is one column panel: split into Cluster row boxes for multicast.

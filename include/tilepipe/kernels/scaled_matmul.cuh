@@ -85,8 +85,8 @@ struct scale_epilogue {
 };
 
 /// The kernels tp::scaled_matmul launches: 128 x 256 tiles for scales in the epilogue (as
-/// tp::matmul), 128 x 128 where the sums are promoted (a tile's columns in one block of B's scales, and
-/// room for the partial accumulator: 64 + 64 registers a thread). 128-wide k-steps, as many
+/// tp::matmul), 128 x 128 where the sums are promoted (a tile's columns in one block of B's
+/// scales, and room for the partial accumulator: 64 + 64 registers a thread). 128-wide k-steps, as many
 /// stages as SMEM holds beside the epilogue's buffers (4 x 48 KB, 6 x 32 KB; one fewer for f32
 /// output, whose buffers are twice as large).
 template <class TA, class TB, class TC, class Epilogue>
@@ -124,9 +124,10 @@ void launch(const device& dev, const tensor_view<TA, 2>& a, const tensor_view<TB
 }  // namespace scaled_matmul_detail
 
 /// c[M, N] = act(scaled(a[M, K] b[N, K]^T) + bias), a and b fp8 (e4m3 or e5m2 each: e5m2
-/// gradients times e4m3 weights in a backward pass), c bf16 or f32, with f32 scales as `scaling` says (the top of this file). a, b and c are read
-/// and written with TMA: last dimension contiguous, other strides and the data 16-byte aligned
-/// (K a multiple of 16); the scales may have any strides.
+/// gradients times e4m3 weights in a backward pass), c bf16 or f32, with f32 scales as
+/// `scaling` says (the top of this file). a, b and c are read and written with TMA: last
+/// dimension contiguous, other strides and the data 16-byte aligned (K a multiple of 16); the
+/// scales may have any strides.
 template <class TA, class TB, class TC>
 void scaled_matmul(const device& dev, const tensor_view<TA, 2>& a, const tensor_view<TB, 2>& b,
                    const tensor_view<TC, 2>& c, fp8_scaling scaling, const tensor_view<float, 2>& scale_a,
