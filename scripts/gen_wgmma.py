@@ -2,8 +2,10 @@
 """Writes include/tilepipe/backend/sm90/wgmma_instructions.cuh.
 
 wgmma needs one inline-asm statement per accumulator width N (N/2 float registers per
-thread), so the statements are generated: m64nNk16 with f32 accumulators for N = 8..256 in
-steps of 8, bf16 and f16 operands, A from shared memory (ss) or from registers (rs).
+thread), so the statements are generated, all with f32 accumulators for N = 8..256 in steps
+of 8: m64nNk16 with bf16 and f16 operands, A from shared memory (ss) or from registers (rs);
+m64nNk32 with fp8 operands (e4m3 or e5m2 each), A and B from shared memory, both K-major
+(the fp8 instructions have no transpose operands).
 Run it again after editing it; the output is committed so builds need no Python.
 """
 import pathlib
@@ -21,6 +23,8 @@ def emit():
         "// wgmma_op<N, IsBf16>::ss / ::rs issue one m64nNk16 wgmma with f32 accumulators:",
         "// D(64 x N) (+)= A(64 x 16) * B(16 x N), A from an SMEM descriptor (ss) or registers",
         "// (rs), B from an SMEM descriptor. TransA / TransB = 1 reads an MN-major operand.",
+        "// wgmma_fp8_op<N>::ss<AIsE5m2, BIsE5m2> issues one m64nNk32 wgmma: D(64 x N) (+)= A(64 x 32) *",
+        "// B(32 x N), fp8 operands (e4m3, or e5m2 where the flag is set) from K-major SMEM descriptors.",
         "#pragma once",
         "",
         '#include "../../core/config.cuh"',
@@ -29,6 +33,8 @@ def emit():
         "",
         "template <int N, bool IsBf16>",
         "struct wgmma_op;",
+        "template <int N>",
+        "struct wgmma_fp8_op;",
         "",
     ]
     for n in range(8, 257, 8):
@@ -57,6 +63,24 @@ def emit():
                 f"  }}",
                 f"}};",
             ]
+        out += [
+            f"template <>",
+            f"struct wgmma_fp8_op<{n}> {{",
+            f"  template <bool AIsE5m2, bool BIsE5m2>",
+            f"  TP_DEVICE static TP_FORCEINLINE void ss(float (&d)[{nd}], std::uint64_t a, std::uint64_t b, int scale_d) {{",
+        ]
+        for i, (ae5, be5) in enumerate(((False, False), (False, True), (True, False), (True, True))):
+            at, bt = ("e5m2" if ae5 else "e4m3"), ("e5m2" if be5 else "e4m3")
+            ss = (f'"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nd + 2}, 0;\\n'
+                  f'wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{at}.{bt} {d}, %{nd}, %{nd + 1}, p, 1, 1;\\n}}\\n"')
+            cond = f"if constexpr ({'' if ae5 else '!'}AIsE5m2 && {'' if be5 else '!'}BIsE5m2)"
+            out += [
+                f"    {'' if i == 0 else '} else '}{cond} {{" if i < 3 else "    } else {",
+                f"      asm volatile({ss}",
+                f"                   : {ops}",
+                f'                   : "l"(a), "l"(b), "r"(scale_d));',
+            ]
+        out += ["    }", "  }", "};"]
     out += ["", "}  // namespace tilepipe::sm90", ""]
     OUT.write_text("\n".join(out))
 

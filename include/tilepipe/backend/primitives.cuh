@@ -197,6 +197,11 @@ TP_HD TP_FORCEINLINE void wgmma_wait();
 /// stride ld in the interpreter) (+)= A * B.
 template <int N, class T, int TransA, int TransB, class Acc>
 TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, int ld, std::uint64_t da, std::uint64_t db, int scale_d);
+/// One m64nNk32 fp8 wgmma (TA, TB: fp8_e4m3 or fp8_e5m2, independently), A and B K-major in shared
+/// memory: d (+)= A * B, the products exact and summed in f32 (on the GPU the tensor core keeps fewer bits
+/// of the running sum; ops/wgmma.cuh).
+template <int N, class TA, class TB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_ss_fp8(Acc&& d, int ld, std::uint64_t da, std::uint64_t db, int scale_d);
 /// The A operand of one register-A wgmma: the 64 x 16 block (mb, ks) of a 16-bit register tile of K
 /// columns (its tile_registers storage a), as the instruction takes it. ops/wgmma.cuh packs every block
 /// and pins it (rs_pin) before the wgmma fence: operand registers written after the fence make ptxas

@@ -83,6 +83,10 @@ concept element_type = requires { dtype_traits<std::remove_cv_t<T>>::name; };
 template <class T>
 concept wgmma_operand_type = std::same_as<std::remove_cv_t<T>, bf16> || std::same_as<std::remove_cv_t<T>, f16>;
 
+/// The 8-bit float types wgmma multiplies into f32 (k32 instructions, both operands K-major).
+template <class T>
+concept wgmma_fp8_type = std::same_as<std::remove_cv_t<T>, fp8_e4m3> || std::same_as<std::remove_cv_t<T>, fp8_e5m2>;
+
 /// Converts any supported element type to float (exact for every type but f32 itself).
 template <class T>
 TP_HD TP_FORCEINLINE float to_float(T x) {

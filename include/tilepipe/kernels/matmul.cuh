@@ -16,6 +16,12 @@
 // With Cluster = 2 (or 4), clusters of CTAs work on vertically adjacent tiles, which share
 // their B block: each CTA loads 1/Cluster of it and multicasts it to the others, so L2
 // serves B once per cluster, as cuBLAS's kernels for these shapes do.
+//
+// fp8 operands (T = fp8_e4m3 / fp8_e5m2, and B's type TB either of them) need
+// b_layout::col_major (wgmma reads fp8 K-major) and BK = 128 (one 128-byte swizzled row of
+// K). An epilogue with per-k-block scales (k_block_scales: block-scaled fp8) switches the
+// k-step to promoting_k_step, which scales each step's product into the accumulator;
+// kernels/scaled_matmul.cuh is the fp8 front end.
 // (This kernel was examples/matmul_ws/matmul_ws_kernel.cuh; CHANGELOG.md.)
 #pragma once
 
@@ -47,8 +53,18 @@ struct bias_relu_epilogue {
   }
 };
 
+/// An epilogue on a warpgroup's accumulator whose element (0, 0) is C(row0, col0): epi(v, row,
+/// col) element by element, or epi.apply(acc, row0, col0) for an epilogue that reads once per
+/// tile what its elements share (a scale: read per element, the loads are not merged).
+template <class Epilogue, int M, int N>
+TP_HD TP_FORCEINLINE accumulator<M, N> apply_epilogue(const Epilogue& epi, const accumulator<M, N>& acc, long long row0,
+                                                      long long col0) {
+  if constexpr (requires { epi.apply(acc, row0, col0); }) return epi.apply(acc, row0, col0);
+  else return map(acc, [&](float v, int r, int c) { return epi(v, row0 + r, col0 + c); });
+}
+
 template <class T, class TC, int BM, int BN, int Stages, b_layout BL = b_layout::row_major, class Epilogue = no_epilogue,
-          int BK = 64, int Cluster = 1>
+          int BK = 64, int Cluster = 1, class TB = T>
 struct matmul_ws_kernel {
   static constexpr warp_specialization<2, 40> ws{};       // 2 compute warpgroups, the memory one last
   static constexpr int num_threads = ws.num_threads;
@@ -57,6 +73,10 @@ struct matmul_ws_kernel {
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
   static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
   static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
+  static constexpr bool promotes = k_block_scales<Epilogue>;   // scales per k-block, applied every step
+  static_assert(!promotes || (BK == 128 && 128 % BN == 0),
+                "tilepipe: promoting matmul (per-k-block scales): a step is one 128-wide block of K (BK = 128), and a tile's columns "
+                "lie in one 128-column block of B's scales (BN divides 128)");
   using a_tile = tile<block<BM, BK>, swizzle<SK>>;
   // A K-major B block is one column panel: split into Cluster row boxes for multicast.
   using b_tile = std::conditional_t<BL == b_layout::row_major, tile<block<BK, BN>, swizzle<128>>,
@@ -64,12 +84,14 @@ struct matmul_ws_kernel {
   using c_tile = tile<block<EM, EN>, swizzle<128>>;
   using c_view = smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
+  static_assert(sizeof(TB) == sizeof(T), "tilepipe: matmul_ws_kernel: A and B of one element size (B's type differs "
+                                         "from A's only among the fp8 types)");
 
   tile_scheduler<> sched;   // the tiles of (cluster row, tile column) and their k-steps
   Epilogue epilogue{};
   partials_ref partials{};  // stream-K workspace: a slot per compute warpgroup of the grid
 
-  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 2, b_tile> b,
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<TB, 2, b_tile> b,
                         gmem<TC, 2, c_tile> c) const {
     const int ci = ws.compute_index(ctx);
     const int rank = ctx.cluster_rank(), worker = ctx.axis_index(0) / Cluster, workers = ctx.axis_size(0) / Cluster;
@@ -77,6 +99,7 @@ struct matmul_ws_kernel {
     auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
     chunked_store_epilogue<c_view, compute_wgs> c_chunks;
+    [[maybe_unused]] accumulator<WM, BN> partial;  // promoting_k_step's product of one k-block
     const matmul_k_step<WM, BN, BL == b_layout::col_major> step{acc, ci};
     auto tile_pipeline = [&](work_tile u) {  // u.tile: this CTA's tile
       auto context = compute_context([&, u](auto pipeline) {
@@ -86,7 +109,7 @@ struct matmul_ws_kernel {
         if (u.publishes) return publish_partial(acc, partials, slot(worker));  // another CTA finishes the tile
         for (int w = u.first_contributor; w < worker; ++w) accumulate_partial(acc, partials, slot(w));
         const long long row0 = static_cast<long long>(u.tile.m) * BM + ci * WM, col0 = static_cast<long long>(u.tile.n) * BN;
-        acc = map(acc, [&](float v, int r, int cc) { return epilogue(v, row0 + r, col0 + cc); });
+        acc = apply_epilogue(epilogue, acc, row0, col0);
         c_chunks.store(acc, c, [&](int rb, int cb) {
           return idx((u.tile.m * BM + ci * WM) / EM + rb, u.tile.n * (BN / EN) + cb);
         });
@@ -100,11 +123,19 @@ struct matmul_ws_kernel {
         if constexpr (BL == b_layout::row_major) return idx(k0 + k, n);
         else return idx(n, k0 + k);
       };
-      return emit_pipeline_warp_specialized(
-          step, grid(u.k_end - u.k_begin),
-          in_specs(spec<a_tile>(a_map, delay_release<1>),
-                       spec<b_tile>(b_map, delay_release<1>, multicast<Cluster>)),
-          out_specs(), ws, max_concurrent_steps<Stages>, context);
+      constexpr int delay = promotes ? 0 : 1;  // the blocks a wgmma left in flight still reads
+      auto pipeline = [&](auto k_step) {
+        return emit_pipeline_warp_specialized(
+            k_step, grid(u.k_end - u.k_begin),
+            in_specs(spec<a_tile>(a_map, delay_release<delay>),
+                         spec<b_tile>(b_map, delay_release<delay>, multicast<Cluster>)),
+            out_specs(), ws, max_concurrent_steps<Stages>, context);
+      };
+      if constexpr (promotes)
+        return pipeline(promoting_k_step<WM, BN, Epilogue>{acc, partial, ci, epilogue,
+                                                           static_cast<long long>(u.tile.m) * BM + ci * WM,
+                                                           static_cast<long long>(u.tile.n) * BN, u.k_begin});
+      else return pipeline(step);
     };
     auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b);
     c_chunks.allocate(ctx, ci);

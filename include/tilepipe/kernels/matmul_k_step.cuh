@@ -1,4 +1,4 @@
-// The k-step the warp-specialised matmul kernels' pipelines run (CUTLASS's mainloop): the
+// The k-steps the warp-specialised matmul kernels' pipelines run (CUTLASS's mainloop): the
 // body of one step over K, for one compute warpgroup.
 #pragma once
 
@@ -20,6 +20,44 @@ struct matmul_k_step {
     if constexpr (KMajorB) wgmma(acc, rows<WM>(a_smem, ci * WM), transpose(b_smem));
     else wgmma(acc, rows<WM>(a_smem, ci * WM), b_smem);
     wgmma_wait<1>();
+  }
+};
+
+/// Scales per block of K: a(row, kb) * b(col, kb) multiplies the product of k-block kb (one
+/// step of the pipeline) before it is added to the accumulator: block-scaled fp8, where each
+/// 128 of K of A's rows and of 128 x 128 blocks of B have their own scale.
+template <class S>
+concept k_block_scales = requires(const S& s, long long i, int kb) {
+  { s.a_scale(i, kb) } -> std::convertible_to<float>;
+  { s.b_scale(i, kb) } -> std::convertible_to<float>;
+};
+
+/// The k-step of block-scaled matmuls (DeepGEMM's promotion): each step's product goes into
+/// a fresh partial accumulator, then is multiplied by its scales and added to acc in f32
+/// registers. The tensor core sums fp8 products with about 14 significant bits; a whole K
+/// summed there loses what block scales keep. The step waits for its wgmma (the promotion
+/// reads it), so its blocks are free when it returns (no delay_release); the other compute
+/// warpgroup's wgmmas keep the tensor cores busy meanwhile. B's scale is one per step: the
+/// tile's BN columns lie in one block of B's scales.
+template <int WM, int BN, k_block_scales Scales>
+struct promoting_k_step {
+  accumulator<WM, BN>& acc;
+  accumulator<WM, BN>& partial;
+  int ci;
+  const Scales& scales;
+  long long row0, col0;  // this warpgroup's first row, the tile's first column
+  int k0;                // the k-block of the pipeline's first step
+
+  template <class At, class A, class B>
+  TP_HD void operator()(At at, A a_smem, B b_smem) const {
+    wgmma(partial, rows<WM>(a_smem, ci * WM), transpose(b_smem), false);
+    // The scales load while the wgmma runs.
+    const int kb = k0 + static_cast<int>(at[0]);
+    const float sb = scales.b_scale(col0, kb);
+    const auto s = map(full<row_vector<WM>>(sb), [&](float v, int r) { return v * scales.a_scale(row0 + r, kb); });
+    wgmma_wait<0>(partial);
+    acc = zip(acc, broadcast_rows(partial, s, [](float p, float f) { return p * f; }),
+              [](float a, float p) { return a + p; });
   }
 };
 

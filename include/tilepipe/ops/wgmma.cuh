@@ -1,9 +1,15 @@
 // Warpgroup matrix multiply-accumulate: acc (M x N, f32) += A (M x K) * B (K x N).
 //
-// A and B are SMEM views of 16-bit tiles with a swizzled layout; A may also be a register
-// tile packed as an operand (tp::to_operand). Each operand is read K-major or MN-major as it is stored:
+// A and B are SMEM views of 16-bit or fp8 tiles with a swizzled layout; a 16-bit A may also be
+// a register tile packed as an operand (tp::to_operand). Each operand is read K-major or
+// MN-major as it is stored:
 //   A stored (M rows, K cols): K-major;   transposed view of a (K, M) tile: MN-major;
 //   B stored (K rows, N cols): MN-major;  transposed view of an (N, K) tile: K-major.
+// fp8 operands (e4m3 or e5m2, A's and B's types chosen independently) must both be K-major:
+// the k32 instructions have no transposed forms. Their products are exact in f32, but the
+// tensor core adds them into an accumulator of about 14 significant bits (DeepGEMM's
+// finding), so long sums are promoted to f32 registers every 128 of K by the kernels that
+// need full precision (kernels/scaled_matmul.cuh); the interpreter adds in f32.
 // tp::wgmma issues the instructions and commits them as one group; they run
 // asynchronously until tp::wgmma_wait<n>() (Pallas' wgmma / wgmma_wait).
 #pragma once
@@ -50,7 +56,8 @@ TP_HD TP_FORCEINLINE constexpr std::uint64_t desc_offset(int mn0, int k0) {
 template <class Ref>
 TP_HD constexpr void check_operand() {
   using L = typename Ref::layout;
-  static_assert(wgmma_operand_type<typename Ref::value_type>, "tilepipe: wgmma operands are bf16 or f16");
+  static_assert(wgmma_operand_type<typename Ref::value_type> || wgmma_fp8_type<typename Ref::value_type>,
+                "tilepipe: wgmma operands are bf16, f16, fp8_e4m3 or fp8_e5m2");
   static_assert(L::swizzle != 0,
                 "tilepipe: wgmma reads swizzled SMEM tiles: give the operand's tile tp::swizzle<32|64|128>");
 }
@@ -64,25 +71,34 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const A& a, const B& b, 
   detail::check_operand<A>();
   detail::check_operand<B>();
   using T = typename A::value_type;
-  static_assert(std::is_same_v<T, typename B::value_type>, "tilepipe: wgmma operands must have the same type");
+  using TB = typename B::value_type;
+  constexpr bool fp8 = wgmma_fp8_type<T>;
+  static_assert(std::is_same_v<T, TB> || (fp8 && wgmma_fp8_type<TB>),
+                "tilepipe: wgmma operands must have the same type (or be fp8 both)");
   static_assert(A::rows == M, "tilepipe: wgmma: A has M rows (the accumulator's rows)");
   static_assert(B::cols == N, "tilepipe: wgmma: B has N columns (the accumulator's columns)");
   static_assert(A::cols == B::rows, "tilepipe: wgmma: A's columns and B's rows (K) differ");
-  static_assert(A::cols % 16 == 0, "tilepipe: wgmma: K must be a multiple of 16");
+  constexpr int KI = 32 / static_cast<int>(sizeof(T));  // K of one instruction: 32 bytes of operand
+  static_assert(A::cols % KI == 0, "tilepipe: wgmma: K must be a multiple of 16 (32 for fp8)");
   static_assert(N % 8 == 0 && N >= 8 && N <= 256, "tilepipe: wgmma: N must be a multiple of 8 in 8..256");
   constexpr int K = A::cols;
   constexpr bool a_mn_major = A::transposed;   // stored (K, M)
   constexpr bool b_mn_major = !B::transposed;  // stored (K, N)
+  static_assert(!fp8 || (!a_mn_major && !b_mn_major),
+                "tilepipe: fp8 wgmma reads both operands K-major: store A as (M, K) and B as (N, K), and pass "
+                "tp::transpose(b)");
 
   const std::uint64_t a0 = detail::base_desc<a_mn_major>(a), b0 = detail::base_desc<b_mn_major>(b);
   prim::wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < K / 16; ++ks) {
-    const std::uint64_t db = b0 + detail::desc_offset<b_mn_major, B>(0, 16 * ks);
+  for (int ks = 0; ks < K / KI; ++ks) {
+    const std::uint64_t db = b0 + detail::desc_offset<b_mn_major, B>(0, KI * ks);
 #pragma unroll
     for (int mb = 0; mb < M / 64; ++mb) {
-      const std::uint64_t da = a0 + detail::desc_offset<a_mn_major, A>(64 * mb, 16 * ks);
-      prim::wgmma_ss<N, T, a_mn_major, b_mn_major>(acc.block(mb), N, da, db, (accumulate || ks > 0) ? 1 : 0);
+      const std::uint64_t da = a0 + detail::desc_offset<a_mn_major, A>(64 * mb, KI * ks);
+      const int scale_d = (accumulate || ks > 0) ? 1 : 0;
+      if constexpr (fp8) prim::wgmma_ss_fp8<N, T, TB>(acc.block(mb), N, da, db, scale_d);
+      else prim::wgmma_ss<N, T, a_mn_major, b_mn_major>(acc.block(mb), N, da, db, scale_d);
     }
   }
   prim::wgmma_commit();
@@ -94,7 +110,8 @@ TP_HD TP_FORCEINLINE void wgmma(accumulator<M, N>& acc, const A& a, const B& b, 
 /// the A operand's, so the conversion moves nothing between threads.
 template <class T, int M, int K>
 struct operand_fragment {
-  static_assert(wgmma_operand_type<T>, "tilepipe: wgmma operands are bf16 or f16");
+  static_assert(wgmma_operand_type<T>,
+                "tilepipe: a register A operand is bf16 or f16 (fp8 wgmma takes A from shared memory)");
   static_assert(M % 64 == 0 && K % 16 == 0, "tilepipe: an A operand has 64-row blocks and 16-column k-blocks");
   static constexpr int rows = M;
   static constexpr int cols = K;

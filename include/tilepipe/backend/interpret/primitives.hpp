@@ -272,11 +272,15 @@ TP_HD TP_FORCEINLINE void wgmma_wait() {
 }
 
 namespace detail {
-// D(64 x N) (+)= A(64 x 16) B(16 x N) at the time the group completes, reading the
-// operands through their descriptors exactly as the tensor cores do.
-template <class T, int N>
-void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t da, bool a_mn_major,
+// D(64 x N) (+)= A(64 x K) B(K x N) at the time the group completes, reading the
+// operands through their descriptors exactly as the tensor cores do; K is 32 bytes of
+// operand (16 for 16-bit types, 32 for fp8). Products of the operands' values are exact in
+// f32 and added in f32, k by k.
+template <class TA, class TB, int N>
+void interpret_wgmma(float* d, int ld, const TA* a_regs, int a_ld, std::uint64_t da, bool a_mn_major,
                      std::uint64_t db, bool b_mn_major, int scale_d) {
+  static_assert(sizeof(TA) == sizeof(TB));
+  constexpr int K = 32 / static_cast<int>(sizeof(TA));
   auto& c = interpret::cta();
   // Descriptors hold addresses in the issuing CTA's shared window.
   const unsigned char* smem = c.memory.of(c.layout.rank_of(interpret::current().wg));
@@ -286,16 +290,16 @@ void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t 
   if (c.detector()) {
     if (!a_regs)
       for (int m = 0; m < 64; ++m)
-        for (int k = 0; k < 16; ++k)
-          granules.push_back((base + wgmma_operand_byte(da, a_mn_major, sizeof(T), m, k)) / interpret::granule_bytes);
+        for (int k = 0; k < K; ++k)
+          granules.push_back((base + wgmma_operand_byte(da, a_mn_major, sizeof(TA), m, k)) / interpret::granule_bytes);
     for (int n = 0; n < N; ++n)
-      for (int k = 0; k < 16; ++k)
-        granules.push_back((base + wgmma_operand_byte(db, b_mn_major, sizeof(T), n, k)) / interpret::granule_bytes);
+      for (int k = 0; k < K; ++k)
+        granules.push_back((base + wgmma_operand_byte(db, b_mn_major, sizeof(TB), n, k)) / interpret::granule_bytes);
     std::sort(granules.begin(), granules.end());
     granules.erase(std::unique(granules.begin(), granules.end()), granules.end());
   }
   c.wgmma.issue(interpret::current().wg, [=] {
-    auto elem = [smem](std::uint64_t desc, bool mn_major, int mn, int k) {
+    auto elem = [smem]<class T>(T, std::uint64_t desc, bool mn_major, int mn, int k) {
       T v;
       std::memcpy(&v, smem + wgmma_operand_byte(desc, mn_major, sizeof(T), mn, k), sizeof(T));
       return to_float(v);
@@ -303,9 +307,9 @@ void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t 
     for (int m = 0; m < 64; ++m)
       for (int n = 0; n < N; ++n) {
         float acc = scale_d ? d[m * ld + n] : 0.0f;
-        for (int k = 0; k < 16; ++k) {
-          const float a = a_regs ? to_float(a_regs[m * a_ld + k]) : elem(da, a_mn_major, m, k);
-          acc += a * elem(db, b_mn_major, n, k);
+        for (int k = 0; k < K; ++k) {
+          const float a = a_regs ? to_float(a_regs[m * a_ld + k]) : elem(TA{}, da, a_mn_major, m, k);
+          acc += a * elem(TB{}, db, b_mn_major, n, k);
         }
         d[m * ld + n] = acc;
       }
@@ -316,7 +320,12 @@ void interpret_wgmma(float* d, int ld, const T* a_regs, int a_ld, std::uint64_t 
 /// d is the accumulator's 64 x N block, row stride ld.
 template <int N, class T, int TransA, int TransB, class Acc>
 TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, int ld, std::uint64_t da, std::uint64_t db, int scale_d) {
-  detail::interpret_wgmma<T, N>(d, ld, static_cast<const T*>(nullptr), 0, da, TransA, db, TransB, scale_d);
+  detail::interpret_wgmma<T, T, N>(d, ld, static_cast<const T*>(nullptr), 0, da, TransA, db, TransB, scale_d);
+}
+
+template <int N, class TA, class TB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_ss_fp8(Acc&& d, int ld, std::uint64_t da, std::uint64_t db, int scale_d) {
+  detail::interpret_wgmma<TA, TB, N>(d, ld, static_cast<const TA*>(nullptr), 0, da, false, db, false, scale_d);
 }
 
 /// A copy of the 64 x 16 block, converted to T.
@@ -338,7 +347,7 @@ TP_HD TP_FORCEINLINE void rs_pin(rs_operand<T>&) {}
 /// d is the accumulator's 64 x N block (row stride N).
 template <int N, class T, int TransB, class Acc>
 TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_t db, int scale_d) {
-  detail::interpret_wgmma<T, N>(d, N, a.v, 16, 0, false, db, TransB, scale_d);
+  detail::interpret_wgmma<T, T, N>(d, N, a.v, 16, 0, false, db, TransB, scale_d);
 }
 
 // ---- shared memory ---------------------------------------------------------------------

@@ -179,6 +179,11 @@ TP_HD TP_FORCEINLINE void wgmma_ss(Acc&& d, int, std::uint64_t da, std::uint64_t
   sm90::wgmma_op<N, std::is_same_v<T, bf16>>::template ss<TransA, TransB>(d, da, db, scale_d);
 }
 
+template <int N, class TA, class TB, class Acc>
+TP_HD TP_FORCEINLINE void wgmma_ss_fp8(Acc&& d, int, std::uint64_t da, std::uint64_t db, int scale_d) {
+  sm90::wgmma_fp8_op<N>::template ss<std::is_same_v<TA, fp8_e5m2>, std::is_same_v<TB, fp8_e5m2>>(d, da, db, scale_d);
+}
+
 template <class T>
 struct rs_operand {
   std::uint32_t r[4];
