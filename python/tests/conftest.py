@@ -120,20 +120,12 @@ def rel_error(out, ref):
     return np.linalg.norm(out - ref) / (denom if denom > 0 else 1.0)
 
 
-def attention_reference(q, k, v, *, causal=False, scale=None, window=(-1, -1)):
-    """float64 attention with FlashAttention's semantics for one sequence: q [Sq, Hq, D], k, v
-    [Sk, Hkv, D]; masks aligned to the bottom right; rows that see no key give 0 and lse -inf.
-    Returns out [Sq, Hq, D] and lse [Hq, Sq]."""
-    sq, hq, d = q.shape
-    sk, hkv = k.shape[0], k.shape[1]
-    scale = 1.0 / np.sqrt(d) if scale is None else scale
+def allowed_keys(sq, sk, causal, window):
+    """[Sq, Sk] bool: the keys each query row sees (FlashAttention's masks, aligned to the
+    bottom right: row i is key i + sk - sq's row)."""
     left, right = window
     if causal:
         right = 0 if right < 0 else min(right, 0)
-    group = hq // hkv
-    kk = np.repeat(k, group, axis=1)
-    vv = np.repeat(v, group, axis=1)
-    s = np.einsum("qhd,khd->hqk", q, kk) * scale
     i = np.arange(sq)[:, None] + sk - sq
     j = np.arange(sk)[None, :]
     allowed = np.ones((sq, sk), bool)
@@ -141,7 +133,20 @@ def attention_reference(q, k, v, *, causal=False, scale=None, window=(-1, -1)):
         allowed &= j >= i - left
     if right >= 0:
         allowed &= j <= i + right
-    s = np.where(allowed[None], s, -np.inf)
+    return allowed
+
+
+def attention_reference(q, k, v, *, causal=False, scale=None, window=(-1, -1)):
+    """float64 attention with FlashAttention's semantics for one sequence: q [Sq, Hq, D], k, v
+    [Sk, Hkv, D]; masks aligned to the bottom right; rows that see no key give 0 and lse -inf.
+    Returns out [Sq, Hq, D] and lse [Hq, Sq]."""
+    sq, hq, d = q.shape
+    sk, hkv = k.shape[0], k.shape[1]
+    scale = 1.0 / np.sqrt(d) if scale is None else scale
+    group = hq // hkv
+    kk = np.repeat(k, group, axis=1)
+    vv = np.repeat(v, group, axis=1)
+    s = np.where(allowed_keys(sq, sk, causal, window)[None], np.einsum("qhd,khd->hqk", q, kk) * scale, -np.inf)
     m = np.max(s, axis=-1, keepdims=True, initial=-np.inf)
     p = np.where(np.isfinite(m), np.exp(s - np.where(np.isfinite(m), m, 0.0)), 0.0)
     l = p.sum(-1, keepdims=True)

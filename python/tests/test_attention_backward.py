@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tilepipe
-from conftest import HAS_TORCH, rel_error, rounded, torch
+from conftest import HAS_TORCH, allowed_keys, rel_error, rounded, torch
 
 TOL = 2e-2  # relative Frobenius error of each gradient (bf16 / f16 inputs, 16-bit P and dS inside)
 
@@ -19,19 +19,9 @@ def gradient_reference(q, k, v, d_out, *, causal=False, scale=None, window=(-1, 
     sq, hq, d = q.shape
     sk, hkv = k.shape[0], k.shape[1]
     scale = 1.0 / np.sqrt(d) if scale is None else scale
-    left, right = window
-    if causal:
-        right = 0 if right < 0 else min(right, 0)
     group = hq // hkv
     kk, vv = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
-    i = np.arange(sq)[:, None] + sk - sq
-    j = np.arange(sk)[None, :]
-    allowed = np.ones((sq, sk), bool)
-    if left >= 0:
-        allowed &= j >= i - left
-    if right >= 0:
-        allowed &= j <= i + right
-    s = np.where(allowed[None], np.einsum("qhd,khd->hqk", q, kk) * scale, -np.inf)
+    s = np.where(allowed_keys(sq, sk, causal, window)[None], np.einsum("qhd,khd->hqk", q, kk) * scale, -np.inf)
     m = np.max(s, axis=-1, keepdims=True, initial=-np.inf)
     p = np.where(np.isfinite(m), np.exp(s - np.where(np.isfinite(m), m, 0.0)), 0.0)
     l = p.sum(-1, keepdims=True)
