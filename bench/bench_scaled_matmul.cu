@@ -1,7 +1,9 @@
 // fp8 matmul with scales (kernels/scaled_matmul.cuh) in every scaling mode beside tp::matmul
 // in bf16 on the same shape (the rate fp8 should double), timed in alternating batches.
-// Prints TFLOP/s and the ratio to bf16; writes JSON. cuBLASLt's fp8 (torch._scaled_mm) is the
-// issue's peer and is not here yet.
+// Prints TFLOP/s and the ratio to bf16; writes JSON. cuBLASLt's fp8 (torch._scaled_mm), the
+// issue's peer, is bench/scaled_matmul_peers_torch.py on the same shapes and mode names;
+// bench/scaled_matmul_table.py joins the two (rows keyed by "case" = MODE_MxNxK), and
+// `scripts/gpu-run bench-fp8` runs them in alternating rounds.
 //   bench_scaled_matmul [out.json]      (TP_BENCH_ONLY=text: only the cases whose name contains it)
 #include <tilepipe/kernels/scaled_matmul.cuh>
 
