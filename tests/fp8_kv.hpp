@@ -5,6 +5,7 @@
 
 #include "test_util.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -26,8 +27,9 @@ struct fp8_tensor {
 
   /// Random values in [-amax_h, amax_h] per head, amax_h far apart from head to head (10^-3
   /// to 30) or one for all (per_head false), quantised with scale = amax / 448 (or the
-  /// smallest power of two at least that, with power_of_two).
-  fp8_tensor(std::size_t n, int hkv, int d, bool per_head, bool power_of_two, std::uint64_t seed) {
+  /// smallest power of two at least that and at least min_scale, with power_of_two).
+  fp8_tensor(std::size_t n, int hkv, int d, bool per_head, bool power_of_two, std::uint64_t seed,
+             double min_scale = 0.0) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> magnitude(-3.0, 1.5), unit(-1.0, 1.0);
     scale.resize(per_head ? hkv : 1);
@@ -35,7 +37,7 @@ struct fp8_tensor {
     for (std::size_t h = 0; h < scale.size(); ++h) {
       amax[h] = std::pow(10.0, magnitude(rng));
       const double s = amax[h] / 448.0;
-      scale[h] = static_cast<float>(power_of_two ? std::exp2(std::ceil(std::log2(s))) : s);
+      scale[h] = static_cast<float>(power_of_two ? std::max(min_scale, std::exp2(std::ceil(std::log2(s)))) : s);
     }
     codes.resize(n);
     values.resize(n);

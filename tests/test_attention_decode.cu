@@ -20,6 +20,7 @@
 #include "examples/common/attention_reference.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 namespace {
 
@@ -161,9 +162,9 @@ void check(const problem& p) {
 /// fp8 K and V of a problem with fresh random values: scales per KV head or per tensor.
 struct fp8_inputs {
   test::fp8_tensor k, v;
-  fp8_inputs(const problem& p, bool per_head, bool power_of_two)
-      : k(elements(p), p.hkv, p.d, per_head, power_of_two, test::fresh_seed()),
-        v(elements(p), p.hkv, p.d, per_head, power_of_two, test::fresh_seed()) {}
+  fp8_inputs(const problem& p, bool per_head, bool power_of_two, double min_scale = 0.0)
+      : k(elements(p), p.hkv, p.d, per_head, power_of_two, test::fresh_seed(), min_scale),
+        v(elements(p), p.hkv, p.d, per_head, power_of_two, test::fresh_seed(), min_scale) {}
   test::fp8_scales scales() const { return {k.scale, v.scale, k.scale.size() > 1}; }
   static std::size_t elements(const problem& p) { return static_cast<std::size_t>(prefix(p.len.k).back()) * p.hkv * p.d; }
 };
@@ -375,19 +376,24 @@ TEST(AttentionDecodeFp8Kv, HeadDimsTypesMasksAndVarlen) {
 // The fp8 kernel against the bf16 / f16 kernel given the values the codes stand for. With
 // power-of-two scales those values are exact in 16 bits and scaling every product by a power
 // of two changes no rounding: the same bytes (splits, masks and a varlen batch included).
-// With any other scales the 16-bit values are rounded: the 16-bit types' tolerance.
+// f16 holds them only from a scale of 2^-15 up (e4m3's smallest step, 2^-9, times the scale
+// must reach f16's, 2^-24): the f16 runs take no smaller one. With any other scales the
+// 16-bit values are rounded: the 16-bit types' tolerance.
 template <class T>
 void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_two) {
   SCOPED_TRACE(describe(p) << (per_head ? " per head" : " per tensor") << (power_of_two ? " powers of two" : ""));
   const auto& dev = test::dev();
   const inputs<T> in(p);
-  const fp8_inputs kv(p, per_head, power_of_two);
+  const fp8_inputs kv(p, per_head, power_of_two, std::is_same_v<T, tp::f16> ? std::exp2(-15.0) : 0.0);
   const auto scales = kv.scales();
   auto as_t = [](const std::vector<float>& x) {
     std::vector<T> y(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = tp::from_float<T>(x[i]);
     return y;
   };
+  if (power_of_two)  // the premise of the bitwise comparison
+    for (const auto* values : {&kv.k.values, &kv.v.values})
+      ASSERT_EQ(test::as_floats(as_t(*values)), *values) << "the dequantised values are not exact in 16 bits";
   const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
   const auto fp8 = run(dev, p, in.q, kv.k.codes, kv.v.codes, ws.ref(), &scales);
   const auto wide = run(dev, p, in.q, as_t(kv.k.values), as_t(kv.v.values), ws.ref());
