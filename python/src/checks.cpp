@@ -457,6 +457,92 @@ void check(quantize_args& a) {
   require_tma_layout(op, a.x), require_tma_layout(op, a.q);
 }
 
+void check(scaled_mm_args& a) {
+  const char* op = "tilepipe.scaled_mm";
+  require_rank(op, a.a, 2, "[M, K], row-major");
+  require_rank(op, a.b, 2, "[K, N], column-major: the transpose of an [N, K] row-major tensor");
+  require_type(op, a.a, dtype::u8), require_type(op, a.b, dtype::u8);  // fp8, passed as its bits
+  for (const tensor_arg* t : {&a.a, &a.b})
+    if ((t == &a.a ? a.a_format : a.b_format) == fp8_format::e5m2)
+      fail<unsupported_error>("%s: %s is float8_e5m2; tilepipe's Python package multiplies float8_e4m3fn operands "
+                              "only (the C++ tp::scaled_matmul also takes e5m2 and mixed pairs: each pair is a full "
+                              "set of kernels more to build)",
+                              op, t->name);
+  require_rank(op, a.out, 2, "[M, N]");
+  if (a.out.type != dtype::bf16 && a.out.type != dtype::f32)
+    fail<unsupported_error>("%s: out_dtype must be bfloat16 or float32, got %s", op, a.out.type_name.c_str());
+  require_type(op, a.scale_a, dtype::f32), require_type(op, a.scale_b, dtype::f32);
+  require_same_device(op, {&a.a, &a.b, &a.scale_a, &a.scale_b, &a.bias, &a.out});
+  const std::int64_t M = a.a.shape[0], K = a.a.shape[1], N = a.b.shape[1];
+  if (a.b.shape[0] != K)
+    fail("%s: a is %s and b is %s: a's columns (K = %lld) must equal b's rows", op, a.a.shape_text().c_str(),
+         a.b.shape_text().c_str(), static_cast<long long>(K));
+  if (K < 1 || N < 1) fail("%s: K = %lld and N = %lld must be positive", op, static_cast<long long>(K), static_cast<long long>(N));
+  if (K % 16 != 0)
+    fail("%s: K = %lld (a is %s) is not a multiple of 16; the fp8 rows of a and b must be 16-byte multiples (TMA), as "
+         "torch._scaled_mm also requires",
+         op, static_cast<long long>(K), a.a.shape_text().c_str());
+  const std::int64_t out_per16 = 16 / elem_bytes(a.out.type);
+  if (N % out_per16 != 0)
+    fail("%s: N = %lld (b is %s) is not a multiple of %lld; the rows of the %s output must be 16-byte multiples "
+         "(TMA): pad b's columns",
+         op, static_cast<long long>(N), a.b.shape_text().c_str(), static_cast<long long>(out_per16),
+         dtype_name(a.out.type));
+  if (a.out.shape[0] != M || a.out.shape[1] != N)
+    fail("%s: out must be [%lld, %lld], got %s", op, static_cast<long long>(M), static_cast<long long>(N),
+         a.out.shape_text().c_str());
+  for (const tensor_arg* t : {&a.a, &a.b, &a.out}) require_int32_range(op, *t, t->shape[0] > t->shape[1] ? t->shape[0] : t->shape[1]);
+  // b is [K, N] with K contiguous: the transpose of an [N, K] row-major tensor (torch._scaled_mm's
+  // column-major mat2, the K-major layout fp8 wgmma reads).
+  if (a.b.stride[0] != 1)
+    fail("%s: b (%s) must be column-major: the transpose of an [N, K] row-major tensor (w.t()), K contiguous, as "
+         "torch._scaled_mm requires; its strides are (%lld, %lld)%s",
+         op, a.b.shape_text().c_str(), static_cast<long long>(a.b.stride[0]), static_cast<long long>(a.b.stride[1]),
+         a.b.stride[1] == 1 ? " (row-major: pass b.t().contiguous().t(), or the [N, K] weight's .t())" : "");
+  tensor_arg b_stored = a.b;  // as the kernel reads it: [N, K]
+  b_stored.shape[0] = N, b_stored.shape[1] = K, b_stored.stride[0] = a.b.stride[1], b_stored.stride[1] = a.b.stride[0];
+  require_tma_layout(op, a.a), require_tma_layout(op, b_stored), require_tma_layout(op, a.out);
+  if (a.bias.present()) {
+    if (a.bias.type != a.out.type)
+      fail<argument_type_error>("%s: bias must have the output's dtype (%s), got %s", op, dtype_name(a.out.type),
+                                a.bias.type_name.c_str());
+    if (a.bias.rank != 1 || a.bias.shape[0] != N)
+      fail("%s: bias must be one-dimensional with N = %lld entries, got shape %s", op, static_cast<long long>(N),
+           a.bias.shape_text().c_str());
+    if (N > 1 && a.bias.stride[0] != 1)
+      fail("%s: bias must be contiguous (stride 1, got %lld)", op, static_cast<long long>(a.bias.stride[0]));
+  }
+  // The scaling mode, from the scales' shapes as torch._scaled_mm finds it: the modes each
+  // scale's shape fits (per-tensor before row-wise before block where a shape fits several).
+  const std::int64_t kb = (K + 127) / 128, nb = (N + 127) / 128;
+  auto is = [](const tensor_arg& t, std::int64_t rows, std::int64_t cols) {
+    return t.rank == 2 && t.shape[0] == rows && t.shape[1] == cols;
+  };
+  const bool fits_a[3] = {a.scale_a.numel() == 1, is(a.scale_a, M, 1), is(a.scale_a, M, kb)};
+  const bool fits_b[3] = {a.scale_b.numel() == 1, is(a.scale_b, 1, N), is(a.scale_b, kb, nb)};
+  const char* mode_names[3] = {"per-tensor", "row-wise", "block"};
+  char modes[256];
+  std::snprintf(modes, sizeof modes,
+                "per-tensor (one element each), row-wise (scale_a [%lld, 1], scale_b [1, %lld]) or block (1 x 128 "
+                "for a: scale_a [%lld, %lld]; 128 x 128 for b: scale_b [%lld, %lld])",
+                static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(M),
+                static_cast<long long>(kb), static_cast<long long>(kb), static_cast<long long>(nb));
+  for (int m = 0; m < 3; ++m)
+    if (fits_a[m] && fits_b[m]) {
+      a.mode = static_cast<scaled_mm_mode>(m);
+      return;
+    }
+  const bool any_a = fits_a[0] || fits_a[1] || fits_a[2], any_b = fits_b[0] || fits_b[1] || fits_b[2];
+  if (!any_a || !any_b) {
+    const tensor_arg& s = any_a ? a.scale_b : a.scale_a;
+    fail("%s: %s has shape %s, which is no scaling mode's for a %s and b %s: the scales are float32 %s", op, s.name,
+         s.shape_text().c_str(), a.a.shape_text().c_str(), a.b.shape_text().c_str(), modes);
+  }
+  const int ma = fits_a[0] ? 0 : fits_a[1] ? 1 : 2, mb = fits_b[0] ? 0 : fits_b[1] ? 1 : 2;
+  fail("%s: scale_a %s is a %s scale but scale_b %s is a %s one; both must be of one mode: %s", op,
+       a.scale_a.shape_text().c_str(), mode_names[ma], a.scale_b.shape_text().c_str(), mode_names[mb], modes);
+}
+
 }  // namespace tilepipe::python
 
 namespace tilepipe::python {
@@ -469,5 +555,6 @@ void run(const attention_backward_args& a) {
 void run(const grouped_mm_args& a) { a.a.type == dtype::bf16 ? run_grouped_mm_bf16(a) : run_grouped_mm_f16(a); }
 void run(const matmul_args& a) { a.a.type == dtype::bf16 ? run_matmul_bf16(a) : run_matmul_f16(a); }
 void run(const quantize_args& a) { a.x.type == dtype::bf16 ? run_quantize_bf16(a) : run_quantize_f16(a); }
+void run(const scaled_mm_args& a) { run_scaled_mm_fp8_e4m3(a); }  // check() admits e4m3 x e4m3 only
 
 }  // namespace tilepipe::python

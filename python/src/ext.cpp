@@ -220,7 +220,7 @@ void launch(Args& a, const tensor_arg& first) {
 }  // namespace
 
 NB_MODULE(_C, m) {
-  m.doc() = "tilepipe's kernels (attention, grouped matmul, matmul, fp8 quantisation) on DLPack tensors and XLA buffers";
+  m.doc() = "tilepipe's kernels (attention, grouped matmul, matmul, fp8 quantisation and matmul) on DLPack tensors and XLA buffers";
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -349,6 +349,21 @@ NB_MODULE(_C, m) {
     if (launch_it) launch(a, a.a);
     else check(a);
   };
+  auto scaled_mm = [](bool launch_it, nb::handle a_, nb::handle b, nb::handle scale_a, nb::handle scale_b,
+                      nb::handle bias, nb::handle out, int a_format, int b_format, bool promote, std::uintptr_t stream,
+                      bool uint16_is_bf16) {
+    call_tensors take;
+    take.uint16_is_bf16 = uint16_is_bf16;
+    scaled_mm_args a;
+    a.a = take(a_, "a"), a.b = take(b, "b"), a.scale_a = take(scale_a, "scale_a"), a.scale_b = take(scale_b, "scale_b");
+    a.bias = take(bias, "bias"), a.out = take(out, "out");
+    for (const int f : {a_format, b_format})
+      if (f != 0 && f != 1) throw argument_error("tilepipe.scaled_mm: an fp8 format is 0 (e4m3) or 1 (e5m2)");
+    a.a_format = static_cast<fp8_format>(a_format), a.b_format = static_cast<fp8_format>(b_format);
+    a.promote = promote, a.stream = as_stream(stream);
+    if (launch_it) launch(a, a.a);
+    else check(a);
+  };
   for (const bool launch_it : {true, false}) {
     const char* suffix = launch_it ? "" : "_check";
     m.def((std::string("attention") + suffix).c_str(),
@@ -400,6 +415,16 @@ NB_MODULE(_C, m) {
                                     bool bf16) { quantize_fp8(launch_it, x, q, scales, group, stream, bf16); },
           nb::arg("x"), nb::arg("q"), nb::arg("scales"), nb::arg("group"), nb::arg("stream"), nb::arg("uint16_is_bf16"),
           "Writes x quantised to e4m3 (q: its bits as uint8) and its f32 scales.");
+    m.def((std::string("scaled_mm") + suffix).c_str(),
+          [scaled_mm, launch_it](nb::handle a, nb::handle b, nb::handle scale_a, nb::handle scale_b, nb::handle bias,
+                                 nb::handle out, int a_format, int b_format, bool promote, std::uintptr_t stream,
+                                 bool bf16) {
+            scaled_mm(launch_it, a, b, scale_a, scale_b, bias, out, a_format, b_format, promote, stream, bf16);
+          },
+          nb::arg("a"), nb::arg("b"), nb::arg("scale_a"), nb::arg("scale_b"), nb::arg("bias").none(), nb::arg("out"),
+          nb::arg("a_format"), nb::arg("b_format"), nb::arg("promote"), nb::arg("stream"), nb::arg("uint16_is_bf16"),
+          "Writes (a @ b) * scales + bias into out (bf16 or f32): a [M, K] and b [K, N] column-major fp8 as their "
+          "uint8 bits (format 0: e4m3, 1: e5m2), the scaling mode found from the f32 scales' shapes.");
   }
 
   // For bench/python_overhead.py: the C++ side of a call alone, timed on the host over

@@ -9,6 +9,7 @@
 #include <tilepipe/kernels/grouped_matmul.cuh>
 #include <tilepipe/kernels/matmul.cuh>
 #include <tilepipe/kernels/quantize.cuh>
+#include <tilepipe/kernels/scaled_matmul.cuh>
 
 #include <mutex>
 
@@ -160,6 +161,42 @@ void TILEPIPE_PY_ENTRY(const quantize_args& a) {
   opt.stream = a.stream;
   on_device(a.x, [&](const device& dev) {
     quantize_fp8<T>(dev, view_of<T, 2>(a.x), view_of<fp8_e4m3, 2>(a.q), view_of<float, 2>(a.scales), opt);
+  });
+}
+#elif TILEPIPE_PY_KERNEL == 6  // fp8 matmul with scales; T: the operands' fp8 type
+/// A scale as tp::scaled_matmul reads it ([rows, cols], any strides): the argument as given,
+/// or transposed (scale_b: torch's [1, N] and [ceil(K/128), ceil(N/128)] are tilepipe's
+/// [N, 1] and [ceil(N/128), ceil(K/128)] read the other way round); one element: [1, 1].
+static tensor_view<float, 2> scale_view(const tensor_arg& t, bool transposed) {
+  tensor_view<float, 2> v;
+  v.data = static_cast<float*>(t.data);
+  v.on_gpu = t.on_gpu;
+  if (t.rank != 2) {  // per tensor: one element, any rank
+    v.shape = {1, 1};
+    v.stride = {0, 0};
+    return v;
+  }
+  const int r = transposed ? 1 : 0, c = 1 - r;
+  v.shape = {t.shape[r], t.shape[c]};
+  v.stride = {t.stride[r], t.stride[c]};
+  return v;
+}
+
+void TILEPIPE_PY_ENTRY(const scaled_mm_args& a) {
+  if (a.a.shape[0] == 0) return;  // no rows: nothing to write (an empty scale_a may have no data)
+  const std::int64_t K = a.a.shape[1], N = a.b.shape[1];
+  tensor_view<T, 2> b = view_of<T, 2>(a.b);  // [K, N] column-major, read as the [N, K] row-major it transposes
+  b.shape = {N, K};
+  b.stride = {a.b.stride[1], a.b.stride[0]};
+  scaled_matmul_options opt;
+  opt.bias = a.bias.present() ? a.bias.data : nullptr;
+  opt.promote = a.promote;
+  opt.stream = a.stream;
+  const fp8_scaling scaling = static_cast<fp8_scaling>(static_cast<int>(a.mode));
+  const tensor_view<float, 2> sa = scale_view(a.scale_a, false), sb = scale_view(a.scale_b, true);
+  on_device(a.a, [&](const device& dev) {
+    if (a.out.type == dtype::bf16) scaled_matmul<T, T, bf16>(dev, view_of<T, 2>(a.a), b, view_of<bf16, 2>(a.out), scaling, sa, sb, opt);
+    else scaled_matmul<T, T, float>(dev, view_of<T, 2>(a.a), b, view_of<float, 2>(a.out), scaling, sa, sb, opt);
   });
 }
 #elif TILEPIPE_PY_KERNEL == 0  // what the bindings ask of the build and the GPUs

@@ -101,6 +101,23 @@ struct quantize_args {
   void* stream = nullptr;
 };
 
+/// The fp8 formats of tilepipe.scaled_mm's operands (their bits arrive as uint8).
+enum class fp8_format { e4m3, e5m2 };
+/// How scale_a and scale_b apply (tp::fp8_scaling's order); check() finds it from their shapes.
+enum class scaled_mm_mode { per_tensor, row_wise, block };
+
+/// torch._scaled_mm's operation: out = (a b) * scales + bias.
+struct scaled_mm_args {
+  tensor_arg a, b;                // a [M, K] row-major, b [K, N] column-major (K contiguous): fp8 as uint8 bits
+  fp8_format a_format = fp8_format::e4m3, b_format = fp8_format::e4m3;
+  tensor_arg scale_a, scale_b;    // f32: one element each, [M, 1] and [1, N], or [M, ceil(K/128)] and
+                                  // [ceil(K/128), ceil(N/128)] (torch's shapes; any strides)
+  tensor_arg bias, out;           // bias [N] of out's type or absent; out [M, N] bf16 or f32
+  bool promote = true;            // per-tensor / row-wise: promote the sums every 128 of K (!use_fast_accum)
+  scaled_mm_mode mode = scaled_mm_mode::per_tensor;  // set by check()
+  void* stream = nullptr;
+};
+
 /// Checks everything the host can know about the call (shapes, element types, strides,
 /// alignment, devices, group tables and offsets in host memory) and throws an
 /// argument_error naming the argument; afterwards the kernel's own checks cannot fail on
@@ -110,6 +127,7 @@ void check(attention_backward_args& a);
 void check(grouped_mm_args& a);
 void check(matmul_args& a);
 void check(quantize_args& a);
+void check(scaled_mm_args& a);
 
 /// Launch on the tensors' device: the GPU (asynchronously, on `stream`) or the interpreter.
 /// The arguments must have passed check().
@@ -118,6 +136,7 @@ void run(const attention_backward_args& a);
 void run(const grouped_mm_args& a);
 void run(const matmul_args& a);
 void run(const quantize_args& a);
+void run(const scaled_mm_args& a);
 
 /// Whether this build has the GPU kernels (nvcc was found) besides the interpreter.
 bool built_with_cuda();
@@ -142,5 +161,8 @@ void run_matmul_bf16(const matmul_args&);
 void run_matmul_f16(const matmul_args&);
 void run_quantize_bf16(const quantize_args&);
 void run_quantize_f16(const quantize_args&);
+// fp8 e4m3 x e4m3 (bf16 and f32 output): the e5m2 pairs tp::scaled_matmul also has are left
+// out of the extension (each pair is as many kernels again: docs/python.md).
+void run_scaled_mm_fp8_e4m3(const scaled_mm_args&);
 
 }  // namespace tilepipe::python

@@ -121,3 +121,26 @@ def quantize_fp8(x, *, group=128):
     if group is not None and group != 128:
         raise ValueError(f"tilepipe.quantize_fp8: group is 128 (1 x 128 blocks) or None (one scale per row), got {group}")
     return _frontend_of(x).quantize_fp8(x, 0 if group is None else 128)
+
+
+def scaled_mm(a, b, scale_a, scale_b, bias=None, *, out_dtype="bfloat16", use_fast_accum=False, scale_result=None):
+    """fp8 matmul with scales, torch._scaled_mm's operation: out = (a @ b) * scales + bias.
+
+    a [M, K] row-major and b [K, N] column-major (the transpose of an [N, K] row-major tensor,
+    b = w.t(), as torch._scaled_mm requires), float8_e4m3fn (torch.float8_e4m3fn, or
+    ml_dtypes.float8_e4m3fn for NumPy). K a multiple of 16; N a multiple of 8 for bfloat16
+    output (4 for float32: 16-byte rows). The scales are float32 arrays on a's device; their
+    shapes choose the mode, as torch._scaled_mm's do:
+      per-tensor  one element each (0-dim or any shape)   out = sa * sb * (a @ b)
+      row-wise    scale_a [M, 1], scale_b [1, N]          out[i, j] = sa[i] * sb[j] * (a @ b)[i, j]
+      block       scale_a [M, ceil(K/128)] (1 x 128 blocks of a), scale_b [ceil(K/128), ceil(N/128)]
+                  (128 x 128 blocks of b), DeepSeek-V3's: each 128-wide slice of K is scaled by
+                  sa[i, kb] * sb[kb, j // 128] before it is summed
+    Any strides for the scales (no copies). bias: [N] of the output's dtype, or None.
+    out_dtype: bfloat16 (default) or float32 (a string, a torch or a NumPy dtype).
+    use_fast_accum=False promotes the tensor core's fp8 sums into float32 every 128 of K
+    (torch._scaled_mm's default precision); True keeps the whole K in its accumulator
+    (faster on the GPU). Block scales always promote. Returns out [M, N].
+    """
+    return _frontend_of(a).scaled_mm(a, b, scale_a, scale_b, bias, _args.scaled_mm_out_dtype(out_dtype, scale_result),
+                                     bool(use_fast_accum))

@@ -78,3 +78,38 @@ def check_out_dtype(op, out_dtype, dtype):
     if out_dtype is not None and out_dtype != dtype:
         raise NotImplementedError(f"{op}: out_dtype={out_dtype} differs from the inputs' {dtype}; tilepipe writes the "
                                   "inputs' dtype (f32 accumulation inside)")
+
+
+# tilepipe._C's fp8 format codes (python/src/ops.hpp), by the frameworks' dtype names.
+FP8_FORMATS = {"float8_e4m3fn": 0, "float8_e5m2": 1}
+
+
+def fp8_format(name, dtype):
+    """The format code of a scaled_mm operand; anything but float8_e4m3fn / float8_e5m2 raises."""
+    text = str(dtype)
+    code = FP8_FORMATS.get(text[6:] if text.startswith("torch.") else text)
+    if code is None:
+        raise TypeError(f"tilepipe.scaled_mm: {name} must be fp8 (float8_e4m3fn or float8_e5m2), got {text}")
+    return code
+
+
+def scaled_mm_out_dtype(out_dtype, scale_result=None):
+    """'bfloat16' or 'float32' from out_dtype as a string, a torch dtype or a NumPy / ml_dtypes dtype."""
+    if scale_result is not None:
+        raise NotImplementedError("tilepipe.scaled_mm: scale_result (torch._scaled_mm's scale of an fp8 output) is not "
+                                  "supported; tilepipe writes bfloat16 or float32")
+    if out_dtype is None:
+        raise NotImplementedError("tilepipe.scaled_mm: out_dtype=None (torch._scaled_mm's default, an fp8 output of "
+                                  "a's dtype) is not supported; pass bfloat16 (the default) or float32")
+    text = out_dtype if isinstance(out_dtype, str) else str(out_dtype)
+    if text.startswith("torch."):
+        text = text[6:]
+    elif not isinstance(out_dtype, str):
+        try:
+            import numpy as np
+            text = np.dtype(out_dtype).name
+        except TypeError:
+            pass
+    if text not in ("bfloat16", "float32"):
+        raise NotImplementedError(f"tilepipe.scaled_mm: out_dtype must be bfloat16 or float32, got {out_dtype!r}")
+    return text

@@ -64,3 +64,7 @@ def matmul(a, b, bias, activation):
 
 def quantize_fp8(x, group):
     raise NotImplementedError("tilepipe.quantize_fp8: CuPy has no float8 dtype; pass a torch.Tensor or a NumPy array")
+
+
+def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
+    raise NotImplementedError("tilepipe.scaled_mm: CuPy has no float8 dtype; pass torch.Tensors or NumPy arrays")

@@ -124,3 +124,19 @@ def quantize_fp8(x, group):
     scales = np.empty((x2.shape[0], 1 if group == 0 else (x2.shape[1] + 127) // 128), np.float32)
     _C.quantize_fp8(_pass(x2), q.view(np.uint8), scales, group, 0, _is_bf16(x))
     return q.reshape(x.shape), scales.reshape(x.shape[:-1] + (scales.shape[-1],))
+
+
+def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
+    import ml_dtypes
+    for x, n in ((b, "b"), (scale_a, "scale_a"), (scale_b, "scale_b")):
+        _require_ndarray(x, n)
+    a_format, b_format = _args.fp8_format("a", a.dtype), _args.fp8_format("b", b.dtype)
+    if bias is not None:  # here: bfloat16 reaches the extension as uint16 (a uint16 bias must not pass for it)
+        _require_ndarray(bias, "bias")
+        if bias.dtype.name != out_dtype:
+            raise TypeError(f"tilepipe.scaled_mm: bias must have the output's dtype ({out_dtype}), got {bias.dtype}")
+    out = np.empty((a.shape[0], b.shape[-1]) if a.ndim == 2 and b.ndim == 2 else (0, 0),
+                   ml_dtypes.bfloat16 if out_dtype == "bfloat16" else np.float32)
+    _C.scaled_mm(a.view(np.uint8), b.view(np.uint8), scale_a, scale_b, _pass(bias), _pass(out), a_format, b_format,
+                 not use_fast_accum, 0, out_dtype == "bfloat16")
+    return out

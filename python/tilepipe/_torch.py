@@ -1,5 +1,5 @@
-"""PyTorch: the tilepipe::attention / attention_backward / grouped_mm / matmul / quantize_fp8
-operators and the eager fast path.
+"""PyTorch: the tilepipe::attention / attention_backward / grouped_mm / matmul / quantize_fp8 /
+scaled_mm operators and the eager fast path.
 
 The operators are registered with torch.library (CPU and CUDA kernels, fake kernels for
 torch.compile and export, autograd formulas: attention's runs attention_backward, the others
@@ -131,6 +131,19 @@ def _quantize_fp8_kernel(x, group):
     return q, scales
 
 
+_out_dtypes = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def _scaled_mm_kernel(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
+    # The extension reads the fp8 codes as their bits; a wrong dtype is named before that.
+    a_format, b_format = _args.fp8_format("a", a.dtype), _args.fp8_format("b", b.dtype)
+    out = torch.empty((a.shape[0], b.shape[-1]) if a.dim() == 2 and b.dim() == 2 else (0, 0), dtype=out_dtype,
+                      device=a.device)
+    _C.scaled_mm(a.view(torch.uint8), b.view(torch.uint8), scale_a, scale_b, bias, out, a_format, b_format,
+                 not use_fast_accum, _stream(a), False)
+    return out
+
+
 # ---- the operators -------------------------------------------------------------------------
 
 _lib = torch.library.Library("tilepipe", "DEF")
@@ -144,6 +157,8 @@ _lib.define("attention_backward(Tensor d_out, Tensor q, Tensor k, Tensor v, Tens
 _lib.define("grouped_mm(Tensor a, Tensor b, Tensor table, bool masked) -> Tensor")
 _lib.define("matmul(Tensor a, Tensor b, Tensor? bias, int activation) -> Tensor")
 _lib.define("quantize_fp8(Tensor x, int group) -> (Tensor, Tensor)")
+_lib.define("scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, ScalarType out_dtype, "
+            "bool use_fast_accum) -> Tensor")
 
 
 def _attention_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
@@ -161,6 +176,7 @@ for _key in ("CPU", "CUDA"):
     _lib.impl("grouped_mm", _grouped_mm_kernel, _key)
     _lib.impl("matmul", _matmul_kernel, _key)
     _lib.impl("quantize_fp8", _quantize_fp8_kernel, _key)
+    _lib.impl("scaled_mm", _scaled_mm_kernel, _key)
 
 
 @torch.library.register_fake("tilepipe::attention")
@@ -193,6 +209,11 @@ def _quantize_fp8_fake(x, group):
     return x.new_empty(x.shape, dtype=torch.float8_e4m3fn), x.new_empty((x.shape[0], groups), dtype=torch.float32)
 
 
+@torch.library.register_fake("tilepipe::scaled_mm")
+def _scaled_mm_fake(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
+    return a.new_empty((a.shape[0], b.shape[-1]), dtype=out_dtype)
+
+
 def _no_backward(name):
     def backward(ctx, *grads):
         raise NotImplementedError(f"tilepipe.{name} has no backward pass: tilepipe's kernels are forward only "
@@ -200,7 +221,7 @@ def _no_backward(name):
     return backward
 
 
-for _name in ("attention_backward", "grouped_mm", "matmul", "quantize_fp8"):
+for _name in ("attention_backward", "grouped_mm", "matmul", "quantize_fp8", "scaled_mm"):
     torch.library.register_autograd(f"tilepipe::{_name}", _no_backward(_name))
 
 _ops = torch.ops.tilepipe
@@ -323,3 +344,10 @@ def quantize_fp8(x, group):
     if x.dim() == 2:
         return q, scales
     return q.reshape(x.shape), scales.reshape(*lead, scales.shape[-1])
+
+
+def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
+    dtype = _out_dtypes[out_dtype]
+    if _direct(a, b, scale_a, scale_b, bias):
+        return _scaled_mm_kernel(a, b, scale_a, scale_b, bias, dtype, use_fast_accum)
+    return _ops.scaled_mm(a, b, scale_a, scale_b, bias, dtype, use_fast_accum)

@@ -192,3 +192,7 @@ class _Frontend:
     @staticmethod
     def quantize_fp8(x, group):
         raise NotImplementedError("tilepipe.quantize_fp8 has no JAX implementation yet; pass a torch.Tensor or a NumPy array")
+
+    @staticmethod
+    def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
+        raise NotImplementedError("tilepipe.scaled_mm has no JAX implementation yet; pass torch.Tensors or NumPy arrays")
