@@ -1,6 +1,7 @@
 // The attention forward's entry points, compiled once per element type (attention_instances.cu)
-// and linked into the four attention test files, which would each compile every forward and
-// decode kernel again: those kernels are the largest part of the test build.
+// and linked into the four attention test files, the interpreter's debug-checks test and the
+// attention example (its CMake pre-includes this header), which would each compile every
+// forward and decode kernel again: those kernels are the largest part of the build.
 #pragma once
 
 #include <tilepipe/kernels/attention.cuh>
