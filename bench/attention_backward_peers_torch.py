@@ -18,8 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
-from attention_peers_torch import BACKENDS, DTYPES, ROTATE_BYTES, prepare, time_batches
+from attention_peers_torch import BACKENDS, DTYPES, ROTATE_BYTES, prepare
 from attention_shapes import describe, first_line, flops, read_shapes
+from torch_timing import time_batches
 
 
 def check_dv(dv, q, k, v, d_out, causal):

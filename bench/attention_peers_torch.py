@@ -14,15 +14,15 @@ through input sets of more than 200 MB in all; the same batch is also replayed a
 capture works (launch overhead removed). median_ms is the faster of the two ("timing" says which).
 Check: batch 0, head 0, the last query rows (at most 64M scores) against a float32 reference.
 """
-import argparse, datetime, json, math, statistics, sys, warnings
+import argparse, datetime, json, math, sys, warnings
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from attention_shapes import describe, first_line, flops, read_shapes
+from torch_timing import CALLS, time_batches
 
-CALLS, WARM, BATCHES = 10, 3, 15
 ROTATE_BYTES = 200 << 20
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 BACKENDS = [("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash2", SDPBackend.FLASH_ATTENTION)]
@@ -50,19 +50,6 @@ def prepare(qkv, layout, gqa, group):
         k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))
     return tuple(t.contiguous() for t in (q, k, v)) if layout == "bhsd" else (q, k, v)
-
-
-def time_batches(run_batch):
-    """run_batch(j) enqueues batch j of CALLS calls; median ms per call over the timed batches."""
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(BATCHES)]
-    for j in range(WARM + BATCHES):
-        if j >= WARM:
-            ev[j - WARM][0].record()
-        run_batch(j)
-        if j >= WARM:
-            ev[j - WARM][1].record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev) / CALLS
 
 
 def time_graph(call, args):

@@ -16,11 +16,12 @@ replayed as a CUDA graph and median_ms is the faster ("timing" says which). Ever
 inputs exceed 200 MB, so one input set. FLOPs = 2 M N K. Check: 256 sampled outputs against
 float64 (relative to the sum of |products|, 1e-2).
 """
-import argparse, datetime, json, statistics
+import argparse, datetime, json
 
 import torch
 
-CALLS, WARM, BATCHES = 10, 3, 15
+from torch_timing import time_call
+
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
@@ -43,38 +44,6 @@ def group_sizes(groups, rows, routing):
     sizes = [first] + [each] * (groups - 1)
     sizes[-1] = total - first - each * (groups - 2)
     return sizes
-
-
-def time_batches(run_batch):
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(BATCHES)]
-    for j in range(WARM + BATCHES):
-        if j >= WARM:
-            ev[j - WARM][0].record()
-        run_batch()
-        if j >= WARM:
-            ev[j - WARM][1].record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev) / CALLS
-
-
-def time_call(call):
-    """(median ms per call, 'eager' or 'graph'): the faster of eager batches and a replayed graph."""
-    eager = time_batches(lambda: [call() for _ in range(CALLS)])
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            call()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(CALLS):
-                call()
-        graph = time_batches(g.replay)
-        del g
-    except Exception:
-        graph = float("inf")
-    return (eager, "eager") if eager <= graph else (graph, "graph")
 
 
 def check(out, lhs, rhs_kn, ends):
@@ -124,7 +93,7 @@ def run(c):
             if name != "torch_dense":
                 row["check"], row["check_err"] = check(out if res is None else res, lhs, rhs_kn, ends)
             del res
-            ms, how = time_call(call)
+            ms, how = time_call(lambda i: call())
             row.update(median_ms=round(ms, 5), tflops=round(flops / (ms * 1e-3) / 1e12, 2), timing=how)
             print(f"{name} G={g} rows={c['rows']} K={k} N={n} {c['routing']} rhs {c['layout']} {c['dtype']}: "
                   f"{ms:.3f} ms  {row['tflops']:.1f} TFLOP/s ({how}) {row.get('check', '')}", flush=True)

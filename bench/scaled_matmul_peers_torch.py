@@ -37,11 +37,12 @@ impl "cublaslt_fp8" for the fp8 modes, "cublas_bf16" for bf16. bench_scaled_matm
 have no "impl" and carry "case", "m", "n", "k", "ms", "tflops", "bf16_tflops":
 bench/scaled_matmul_table.py joins both on (mode, m, n, k).
 """
-import argparse, datetime, json, os, statistics
+import argparse, datetime, json, os
 
 import torch
 
-CALLS, WARM, BATCHES = 10, 3, 15
+from torch_timing import time_call
+
 # bench_scaled_matmul's shapes: 4096^3, 8192^3 and DeepSeek-V3's linear shapes (N x K) at 4096 tokens.
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 7168, 2048), (4096, 2048, 7168), (4096, 4096, 7168),
           (4096, 7168, 18432)]
@@ -50,39 +51,6 @@ MODES = {"per_tensor": ("tensor", True), "per_tensor_promoted": ("tensor", False
          "row_wise_promoted": ("row", False), "block": ("block", False)}
 E4M3 = torch.float8_e4m3fn
 DEV = "cuda"
-
-
-def time_batches(run_batch):
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(BATCHES)]
-    for j in range(WARM + BATCHES):
-        if j >= WARM:
-            ev[j - WARM][0].record()
-        run_batch()
-        if j >= WARM:
-            ev[j - WARM][1].record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev) / CALLS
-
-
-def time_call(call):
-    """(median ms per call, 'eager' or 'graph'): the faster of eager batches and a replayed graph.
-    call(i) runs on operand set i % sets."""
-    eager = time_batches(lambda: [call(i) for i in range(CALLS)])
-    try:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            call(0)
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for i in range(CALLS):
-                call(i)
-        graph = time_batches(g.replay)
-        del g
-    except Exception:
-        graph = float("inf")
-    return (eager, "eager") if eager <= graph else (graph, "graph")
 
 
 def make_scales(scaling, m, n, k, gen_seed):
