@@ -20,7 +20,8 @@
 // fp8 operands (T = fp8_e4m3 / fp8_e5m2, and B's type TB either of them) need
 // b_layout::col_major (wgmma reads fp8 K-major) and BK = 128 (one 128-byte swizzled row of
 // K). An epilogue with per-k-block scales (k_block_scales: block-scaled fp8) switches the
-// k-step to promoting_k_step, which scales each step's product into the accumulator;
+// k-step to promoting_k_step, which scales each k-block's product into the accumulator (a
+// step then holds two k-blocks);
 // kernels/scaled_matmul.cuh is the fp8 front end.
 // (This kernel was examples/matmul_ws/matmul_ws_kernel.cuh; CHANGELOG.md.)
 #pragma once
@@ -70,17 +71,18 @@ struct matmul_ws_kernel {
   static constexpr int num_threads = ws.num_threads;
   static constexpr int compute_wgs = ws.compute_wgs;
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
+  static constexpr bool promotes = k_block_scales<Epilogue>;   // scales per k-block, applied every block
+  static constexpr int KS = promotes ? 2 * BK : BK;             // K per step: promoting_k_step takes two k-blocks
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
   static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
   static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
-  static constexpr bool promotes = k_block_scales<Epilogue>;   // scales per k-block, applied every step
-  static_assert(!promotes || (BK == 128 && 128 % BN == 0),
-                "tilepipe: promoting matmul (per-k-block scales): a step is one 128-wide block of K (BK = 128), and a tile's columns "
-                "lie in one 128-column block of B's scales (BN divides 128)");
-  using a_tile = tile<block<BM, BK>, swizzle<SK>>;
-  // A K-major B block is one column panel: split into Cluster row boxes for multicast.
-  using b_tile = std::conditional_t<BL == b_layout::row_major, tile<block<BK, BN>, swizzle<128>>,
-                                    tile<block<BN, BK>, swizzle<SK>, box_rows<BN / Cluster>>>;
+  static_assert(!promotes || (BK == 128 && 128 % BN == 0 && BL == b_layout::col_major),
+                "tilepipe: promoting matmul (per-k-block scales): k-blocks of 128 (BK = 128), a tile's columns in one "
+                "128-column block of B's scales (BN divides 128), B K-major");
+  using a_tile = tile<block<BM, KS>, swizzle<SK>>;
+  // A K-major B block is one column panel per k-block: split into Cluster row boxes for multicast.
+  using b_tile = std::conditional_t<BL == b_layout::row_major, tile<block<KS, BN>, swizzle<128>>,
+                                    tile<block<BN, KS>, swizzle<SK>, box_rows<BN / Cluster>>>;
   using c_tile = tile<block<EM, EN>, swizzle<128>>;
   using c_view = smem<TC, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
@@ -99,7 +101,7 @@ struct matmul_ws_kernel {
     auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
     chunked_store_epilogue<c_view, compute_wgs> c_chunks;
-    [[maybe_unused]] accumulator<WM, BN> partial;  // promoting_k_step's product of one k-block
+    [[maybe_unused]] accumulator<WM, BN> first, second;  // promoting_k_step's products of a step's k-blocks
     const matmul_k_step<WM, BN, BL == b_layout::col_major> step{acc, ci};
     auto tile_pipeline = [&](work_tile u) {  // u.tile: this CTA's tile
       auto context = compute_context([&, u](auto pipeline) {
@@ -132,9 +134,10 @@ struct matmul_ws_kernel {
             out_specs(), ws, max_concurrent_steps<Stages>, context);
       };
       if constexpr (promotes)
-        return pipeline(promoting_k_step<WM, BN, Epilogue>{acc, partial, ci, epilogue,
-                                                           static_cast<long long>(u.tile.m) * BM + ci * WM,
-                                                           static_cast<long long>(u.tile.n) * BN, u.k_begin});
+        return pipeline(promoting_k_step<WM, BN, BK, Epilogue>{acc, first, second, ci, epilogue,
+                                                               static_cast<long long>(u.tile.m) * BM + ci * WM,
+                                                               static_cast<long long>(u.tile.n) * BN, 2 * u.k_begin,
+                                                               static_cast<int>((a.shape[1] + BK - 1) / BK)});
       else return pipeline(step);
     };
     auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b);
@@ -167,7 +170,7 @@ struct matmul_ws_kernel {
   static matmul_ws_kernel make(long long M, long long N, long long K, Epilogue epi = {}, partials_ref partials = {}) {
     const tile_order_plan tiles(static_cast<int>((M + BM * Cluster - 1) / (BM * Cluster)),
                                     static_cast<int>((N + BN - 1) / BN), 8);
-    return {{tiles, static_cast<int>((K + BK - 1) / BK), partials.empty() ? stream_k_off : stream_k_min_steps},
+    return {{tiles, static_cast<int>((K + KS - 1) / KS), partials.empty() ? stream_k_off : stream_k_min_steps},
             epi, partials};
   }
   /// One CTA per SM (or per tile, when there are fewer tiles and no stream-K split), in

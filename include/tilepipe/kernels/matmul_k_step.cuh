@@ -32,31 +32,47 @@ concept k_block_scales = requires(const S& s, long long i, int kb) {
   { s.b_scale(i, kb) } -> std::convertible_to<float>;
 };
 
-/// The k-step of block-scaled matmuls (DeepGEMM's promotion): each step's product goes into
-/// a fresh partial accumulator, then is multiplied by its scales and added to acc in f32
+/// The k-step of block-scaled matmuls (DeepGEMM's promotion): each k-block's product goes
+/// into a fresh partial accumulator, then is multiplied by its scales and added to acc in f32
 /// registers. The tensor core sums fp8 products with about 14 significant bits; a whole K
-/// summed there loses what block scales keep. The step waits for its wgmma (the promotion
-/// reads it), so its blocks are free when it returns (no delay_release); the other compute
-/// warpgroup's wgmmas keep the tensor cores busy meanwhile. B's scale is one per step: the
-/// tile's BN columns lie in one block of B's scales.
-template <int WM, int BN, k_block_scales Scales>
+/// summed there loses what block scales keep. A step holds two k-blocks of BK: the first
+/// block's product is promoted while the second block's wgmmas run, the second's after them
+/// (the other compute warpgroup's wgmmas keep the tensor core busy meanwhile), so half the
+/// promotions wait for no wgmma. The step waits for all its wgmmas, so its blocks are free
+/// when it returns (no delay_release): ptxas serialises every wgmma when a product stays in
+/// flight into the next step while this one reads the other (C7514). When K has an odd number
+/// of k-blocks, the last step's second block lies past K (TMA fills it with zeros) and is not
+/// promoted. B's scale is one per k-block: the tile's BN columns lie in one block of B's scales.
+template <int WM, int BN, int BK, k_block_scales Scales>
 struct promoting_k_step {
   accumulator<WM, BN>& acc;
-  accumulator<WM, BN>& partial;
+  accumulator<WM, BN>& first;   // a step's first k-block's product
+  accumulator<WM, BN>& second;  // and its second's
   int ci;
   const Scales& scales;
   long long row0, col0;  // this warpgroup's first row, the tile's first column
   int k0;                // the k-block of the pipeline's first step
+  int k_blocks;          // k-blocks of the whole K
 
   template <class At, class A, class B>
   TP_HD void operator()(At at, A a_smem, B b_smem) const {
-    wgmma(partial, rows<WM>(a_smem, ci * WM), transpose(b_smem), false);
-    // The scales load while the wgmma runs.
-    const int kb = k0 + static_cast<int>(at[0]);
+    const int kb = k0 + 2 * static_cast<int>(at[0]);
+    wgmma(first, rows<WM>(cols<BK>(a_smem, 0), ci * WM), transpose(cols<BK>(b_smem, 0)), false);
+    wgmma(second, rows<WM>(cols<BK>(a_smem, BK), ci * WM), transpose(cols<BK>(b_smem, BK)), false);
+    const row_vector<WM> first_scales = scales_of(kb), second_scales = scales_of(kb + 1);  // load under the wgmmas
+    wgmma_wait<1>(first);
+    promote(first, first_scales);
+    wgmma_wait<0>(second);
+    if (kb + 1 < k_blocks) promote(second, second_scales);
+  }
+
+ private:
+  TP_HD row_vector<WM> scales_of(int kb) const {
     const float sb = scales.b_scale(col0, kb);
-    const auto s = map(full<row_vector<WM>>(sb), [&](float v, int r) { return v * scales.a_scale(row0 + r, kb); });
-    wgmma_wait<0>(partial);
-    acc = zip(acc, broadcast_rows(partial, s, [](float p, float f) { return p * f; }),
+    return map(full<row_vector<WM>>(sb), [&](float v, int r) { return v * scales.a_scale(row0 + r, kb); });
+  }
+  TP_HD void promote(const accumulator<WM, BN>& product, const row_vector<WM>& s) const {
+    acc = zip(acc, broadcast_rows(product, s, [](float p, float f) { return p * f; }),
               [](float a, float p) { return a + p; });
   }
 };

@@ -18,8 +18,8 @@
 // tile reads A's scales once per row.
 //
 // It is tp::matmul's kernel (matmul_ws_kernel) with fp8 operands and 128-wide k-steps: the
-// per-tensor and row-wise scales apply in its epilogue; block scales apply at every k-step,
-// where promoting_k_step adds each step's product, scaled, to the f32 accumulator in registers
+// per-tensor and row-wise scales apply in its epilogue; block scales apply at every k-block,
+// where promoting_k_step adds each block's product, scaled, to the f32 accumulator in registers
 // (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh). The other modes
 // promote too with scaled_matmul_options::promote (the precision of torch._scaled_mm's
 // default), or leave the whole K to the tensor core's accumulator (faster; the default).
@@ -89,13 +89,14 @@ struct scale_epilogue {
 
 /// The kernels tp::scaled_matmul launches: 128 x 256 tiles for scales in the epilogue (as
 /// tp::matmul), 128 x 128 where the sums are promoted (a tile's columns in one block of B's
-/// scales, and room for the partial accumulator: 64 + 64 registers a thread). 128-wide k-steps, as many
-/// stages as SMEM holds beside the epilogue's buffers (4 x 48 KB, 6 x 32 KB; one fewer for f32
-/// output, whose buffers are twice as large).
+/// scales, and room for the two partial accumulators: 64 + 2 x 64 registers a thread).
+/// 128-wide k-blocks, one a step (two when promoted), as many stages as SMEM holds beside the
+/// epilogue's buffers (4 x 48 KB, 3 x 64 KB; one fewer for f32 output, whose buffers are twice
+/// as large).
 template <class TA, class TB, class TC, class Epilogue>
 using scaled_matmul_kernel = std::conditional_t<
     k_block_scales<Epilogue>,
-    matmul_ws_kernel<TA, TC, 128, 128, sizeof(TC) == 4 ? 5 : 6, b_layout::col_major, Epilogue, 128, 1, TB>,
+    matmul_ws_kernel<TA, TC, 128, 128, sizeof(TC) == 4 ? 2 : 3, b_layout::col_major, Epilogue, 128, 1, TB>,
     matmul_ws_kernel<TA, TC, 128, 256, sizeof(TC) == 4 ? 3 : 4, b_layout::col_major, Epilogue, 128, 1, TB>>;
 
 struct scaled_matmul_options {
