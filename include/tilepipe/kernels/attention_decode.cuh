@@ -108,7 +108,12 @@ struct attention_decode_kernel {
   // may keep up to 256 registers and the compute one still gets 256 (register_split): a
   // gathered KV block holds its boxes' coordinates (up to 8 x 4 ints) at once, so that
   // their table loads are in flight together, which spilled 12-52 bytes at 40.
-  static constexpr warp_specialization<1, paged ? 96 : 40> ws{};
+  // fp8 K and V: two compute warpgroups, each taking every other KV block with its own
+  // softmax state, merged at the tile's end: converting a block in SMEM takes longer than
+  // reading it, and one warpgroup converted every block between its wgmmas (docs/design.md).
+  // (Head dim 256 keeps one: warpgroup 0 would hold both halves' O for the merge.)
+  static constexpr int compute_wgs = fp8_kv && D <= 128 ? 2 : 1;
+  static constexpr warp_specialization<compute_wgs, paged ? (fp8_kv ? 72 : 96) : 40> ws{};
   static constexpr int num_threads = ws.num_threads;
   using kv_block = block<squeezed, element(BN), squeezed, D>;
   // fp8 blocks land unswizzled: only the conversion reads them, with ordinary loads of 8
@@ -121,8 +126,11 @@ struct attention_decode_kernel {
   /// 16-bit KV slot).
   using converted_view = smem<T, tile<block<BN, D>, swizzle<128>>>;
   static constexpr std::uint32_t kv_block_bytes = BN * D * sizeof(KV);
-  /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V their converted blocks.
-  static constexpr std::uint32_t own_smem = q_view::bytes + (fp8_kv ? 2 * converted_view::bytes : 0);
+  /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V each compute
+  /// warpgroup's converted blocks.
+  static constexpr std::uint32_t merge_stats_bytes = compute_wgs > 1 ? 2 * BM * sizeof(float) : 0;
+  static constexpr std::uint32_t own_smem =
+      q_view::bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes;
   // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
   // Q (each fetch in flight is latency hidden).
   static constexpr int stages = static_cast<int>((smem_capacity - own_smem - 2048) / (2 * kv_block_bytes));
@@ -224,12 +232,22 @@ struct attention_decode_kernel {
     consumed_token v_prev_done{};
     q_view q_s;  // the tile's packed query rows
     // fp8: this step's K block and the previous step's V block, converted to T (each block
-    // once, by the compute warpgroup: the slot is released as soon as it is converted).
+    // once, by the compute warpgroup that takes it: the slot is released as soon as it is
+    // converted); each compute warpgroup has its own two.
     converted_view k_t, v_t;
+    // Two compute warpgroups: warpgroup 1's O (f32, in its converted blocks once its wgmmas
+    // are done) and its row maxima and sums, which warpgroup 0 merges into its own.
+    [[maybe_unused]] float* merge_o = nullptr;
+    [[maybe_unused]] float* merge_stats = nullptr;
     // The tile's softmax scale in log2 units, k_scale folded in (S = Q (k k_scale)^T), and
     // the factor of the output's normalisation, v_scale (O = P (v v_scale) / l).
     float score_scale = scale_log2, value_scale = 1.0f;
     const int splits = items.splits(), heads_per_kv = group.divisor();
+    // fp8: the compute warpgroup takes the steps s with s % 2 == ci (its KV blocks).
+    const int ci = [&] {
+      if constexpr (fp8_kv) return ws.compute_index(ctx);
+      else return 0;
+    }();
 
     auto tile_pipeline = [&](decode_item it) {
       const sequence seq = sequence_of(ctx, it.batch, static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]));
@@ -262,13 +280,23 @@ struct attention_decode_kernel {
       auto body = [&, seq, top, shift, mask_hi, mask_lo, position](index<1> at, auto k_s, auto v_s, consumed_token k_done,
                                                                     consumed_token v_done) {
         const int s = at[0];
+        if constexpr (fp8_kv) {
+          if (s % compute_wgs != ci) {
+            // The other compute warpgroup's block, released at once. Its landing is waited
+            // for first: a warpgroup that skipped the waits could run a whole ring ahead and
+            // count its release of a later block towards this one's.
+            k_s.wait(), v_s.wait();
+            k_done.arrive(), v_done.arrive();
+            return;
+          }
+        }
         const int n = top - 1 - s, key0 = n * BN;
         const bool masked = n >= mask_hi || n < mask_lo;
         auto step = [&](auto first_step, auto with_mask) {
           accumulator<BM, BN> acc_s;
           if constexpr (fp8_kv) {
             // The previous step's wgmmas are done: K's converted block is free.
-            dequantize(k_s, k_t);
+            dequantize(k_s.wait(), k_t);
             commit_smem();
             k_done.arrive();  // K's slot refills from here on
             wgmma(acc_s, q_s, transpose(k_t), false);
@@ -324,7 +352,7 @@ struct attention_decode_kernel {
           if constexpr (!fp8_kv) v_prev = v_s, v_prev_done = v_done;
         };
         // The first step (no P V yet, and the mask), and the others with and without it.
-        if (s == 0) step(std::true_type{}, std::true_type{});
+        if (s == ci) step(std::true_type{}, std::true_type{});  // this warpgroup's first block
         else if (masked) step(std::false_type{}, std::true_type{});
         else step(std::false_type{}, std::false_type{});
       };
@@ -350,15 +378,20 @@ struct attention_decode_kernel {
         }
         // Gather the packed query rows (zero past the tile's rows), 64 columns at a time (a
         // loop, not unrolled: the code stays small enough for the persistent loop to inline).
+        if (compute_wgs == 1 || ci == 0) {  // two compute warpgroups: the first gathers
 #pragma unroll 1
-        for (int c0 = 0; c0 < D; c0 += 64)
-          store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
-        commit_smem();  // visible to the wgmmas
+          for (int c0 = 0; c0 < D; c0 += 64)
+            store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
+          commit_smem();  // visible to the wgmmas
+        }
+        // Both read Q; and warpgroup 1 converts no block into its merge buffers before
+        // warpgroup 0 has read the last tile's merge.
+        if constexpr (compute_wgs > 1) ctx.team_sync();
         acc_o = zeros<float, BM, D>();
         m = full<row_vector<BM>>(-INFINITY);
         l = full<row_vector<BM>>(0.0f);
         pipeline();
-        if (blocks > 0) {  // the last block's P V
+        if (blocks > ci) {  // the last block's P V (of this warpgroup's blocks)
           if constexpr (fp8_kv) {
             wgmma(acc_o, p, v_t);
             wgmma_wait<0>(acc_o, p);
@@ -370,6 +403,26 @@ struct attention_decode_kernel {
         }
         if (tile_rows == 0) return;  // every split of such a tile skips the combine alike
         l = finish_row_sum(l);
+        if constexpr (compute_wgs > 1) {
+          // Warpgroup 1 hands its O and row statistics over and leaves the tile to warpgroup 0,
+          // which rescales both to the larger row maximum (a row may have no keys in either).
+          if (ci == 1) {
+            store_rows(acc_o, BM, [&](int r) { return merge_o + r * D; });
+            m.for_each([&](float x, int r) { merge_stats[r] = x; });
+            l.for_each([&](float x, int r) { merge_stats[BM + r] = x; });
+          }
+          ctx.team_sync();
+          if (ci == 1) return;
+          row_vector<BM> m1, l1;
+          m1.for_each([&](float& e, int r) { e = merge_stats[r]; });
+          l1.for_each([&](float& e, int r) { e = merge_stats[BM + r]; });
+          const row_vector<BM> m_new = max(m, m1);
+          const row_vector<BM> m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
+          const row_vector<BM> alpha = exp2(m - m_use), alpha1 = exp2(m1 - m_use);
+          acc_o = acc_o * alpha + load_rows<float, BM, D>(BM, [&](int r) { return merge_o + r * D; }) * alpha1;
+          l = l * alpha + l1 * alpha1;
+          m = m_new;
+        }
         const float vs = value_scale;
         acc_o = acc_o * map(l, [vs](float x) { return x > 0.0f ? vs / x : 0.0f; });
         row_vector<BM> lse2 = zip(m, l, [](float mx, float sum) { return sum > 0.0f ? mx + log2f(sum) : -INFINITY; });
@@ -438,19 +491,35 @@ struct attention_decode_kernel {
         };
         return emit_pipeline_warp_specialized(
             body, grid(blocks),
-            in_specs(gathered_spec<kv_tile>(kv_map, box_source), gathered_spec<kv_tile>(kv_map, box_source, manual_ready)),
+            in_specs(gathered_spec<kv_tile>(kv_map, box_source, option<manual_ready_tag, fp8_kv>{}),
+                     gathered_spec<kv_tile>(kv_map, box_source, manual_ready)),
             out_specs(), ws, max_concurrent_steps<stages>, manual_consumed_barriers, context);
       } else {
-        return emit_pipeline_warp_specialized(
-            body, grid(blocks), in_specs(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map, manual_ready)), out_specs(), ws,
-            max_concurrent_steps<stages>, manual_consumed_barriers, context);
+        if constexpr (fp8_kv)  // each block waited for by the warpgroup that takes it
+          return emit_pipeline_warp_specialized(
+              body, grid(blocks), in_specs(spec<kv_tile>(kv_map, manual_ready), spec<kv_tile>(kv_map, manual_ready)),
+              out_specs(), ws, max_concurrent_steps<stages>, manual_consumed_barriers, context);
+        else
+          return emit_pipeline_warp_specialized(
+              body, grid(blocks), in_specs(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map, manual_ready)), out_specs(), ws,
+              max_concurrent_steps<stages>, manual_consumed_barriers, context);
       }
     };
     auto loop = persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, k, v);
     q_s = q_view{reinterpret_cast<T*>(ctx.allocate(q_view::bytes, "decode query rows")), 0};
     if constexpr (fp8_kv) {
-      k_t = converted_view{reinterpret_cast<T*>(ctx.allocate(converted_view::bytes, "decode K converted from fp8")), 0};
-      v_t = converted_view{reinterpret_cast<T*>(ctx.allocate(converted_view::bytes, "decode V converted from fp8")), 0};
+      // Warpgroup w's K and V blocks side by side: warpgroup 1's two hold its O for the merge.
+      T* const converted = reinterpret_cast<T*>(
+          ctx.allocate(2 * compute_wgs * converted_view::bytes, "decode K and V converted from fp8"));
+      constexpr int elements = converted_view::bytes / sizeof(T);
+      k_t = converted_view{converted + 2 * ci * elements, 0};
+      v_t = converted_view{converted + (2 * ci + 1) * elements, 0};
+      static_assert(compute_wgs == 1 || 2 * converted_view::bytes >= BM * D * sizeof(float),
+                    "tilepipe: warpgroup 1's converted blocks hold its O");
+      if constexpr (compute_wgs > 1) {
+        merge_o = reinterpret_cast<float*>(converted + 2 * elements);
+        merge_stats = reinterpret_cast<float*>(ctx.allocate(merge_stats_bytes, "decode merge statistics"));
+      }
     }
     loop.run(ctx.axis_index(0), items.items(), ctx.axis_size(0), [&](int j) { return items.at(j); });
   }
