@@ -378,9 +378,12 @@ TEST(AttentionDecodeFp8Kv, HeadDimsTypesMasksAndVarlen) {
 // of two changes no rounding: the same bytes (splits, masks and a varlen batch included).
 // f16 holds them only from a scale of 2^-15 up (e4m3's smallest step, 2^-9, times the scale
 // must reach f16's, 2^-24): the f16 runs take no smaller one. With any other scales the
-// 16-bit values are rounded: the 16-bit types' tolerance.
+// 16-bit values are rounded: the 16-bit types' tolerance. At head dims 64 and 128 the fp8
+// kernel deals a split's KV blocks to two warpgroups and merges their softmax states: the sum
+// runs in the 16-bit kernel's order only where a split holds one KV block (same_order, the
+// interpreter's sizes); longer splits get the tolerance too.
 template <class T>
-void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_two) {
+void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_two, bool same_order = true) {
   SCOPED_TRACE(describe(p) << (per_head ? " per head" : " per tensor") << (power_of_two ? " powers of two" : ""));
   const auto& dev = test::dev();
   const inputs<T> in(p);
@@ -397,13 +400,14 @@ void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_tw
   const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
   const auto fp8 = run(dev, p, in.q, kv.k.codes, kv.v.codes, ws.ref(), &scales);
   const auto wide = run(dev, p, in.q, as_t(kv.k.values), as_t(kv.v.values), ws.ref());
-  if (power_of_two) {
+  if (power_of_two && same_order) {
     EXPECT_TRUE(bitwise_equal(fp8.o, wide.o)) << "O";
     EXPECT_TRUE(bitwise_equal(fp8.lse, wide.lse)) << "LSE";
   } else {
     std::vector<double> wide_o(wide.o.size());
     for (std::size_t i = 0; i < wide.o.size(); ++i) wide_o[i] = tp::to_float(wide.o[i]);
     EXPECT_LT(test::rel_error(fp8.o, wide_o), 1e-2) << "O";
+    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())), 1e-5) << "LSE";
   }
 }
 
@@ -445,5 +449,5 @@ TEST(AttentionDecodeFp8Kv, LargeOnTheGpu) {
   if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
   check_fp8<tp::bf16>(fixed(2, 1, 131072, 32, 8, 128, 0), true);
   check_fp8<tp::f16>(fixed(3, 4, 20000, 16, 2, 256, 7, causal), false);
-  check_fp8_against_16_bits<tp::bf16>(fixed(4, 1, 32768, 32, 8, 128, 0), true, true);
+  check_fp8_against_16_bits<tp::bf16>(fixed(4, 1, 32768, 32, 8, 128, 0), true, true, false);
 }
