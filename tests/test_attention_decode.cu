@@ -407,7 +407,9 @@ void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_tw
     std::vector<double> wide_o(wide.o.size());
     for (std::size_t i = 0; i < wide.o.size(); ++i) wide_o[i] = tp::to_float(wide.o[i]);
     EXPECT_LT(test::rel_error(fp8.o, wide_o), 1e-2) << "O";
-    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())), 1e-5) << "LSE";
+    // Exact values summed in another order: f32 rounding only; rounded values: 16-bit rounding.
+    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())), power_of_two ? 1e-5 : 1e-3)
+        << "LSE";
   }
 }
 
