@@ -11,14 +11,27 @@
 // holds a K / GPUs slice). Tensor-core use = FLOPs / (time x GPUs x the single-GPU cuBLAS
 // rate measured in this run on the same product per GPU).
 //     bench_collective_matmul [out.json] [--shapes M,K,N ...]   (default: the shapes of issue 18)
+// Built with TILEPIPE_PROFILE (bench_collective_matmul_on: every pipeline step recorded;
+// bench_collective_matmul_coarse: tiles, epilogues and scopes only), it profiles instead
+// (issue 33: where the time beyond cuBLAS's goes):
+//     bench_collective_matmul_on --trace-dir DIR [--shapes M,K,N] [--trace-ctas C] [--trace-events E]
+// For the first shape (default 4096,8192,8192) and each op, every rank times its kernel with
+// a profiler bound (slower than unprofiled: compare proportions, not times) and cuBLAS alone
+// on the same product, then writes its last launch's timeline: DIR/<op>.rank<r>.json (Perfetto;
+// the first C CTAs, default 4 with every step recorded and all of them otherwise; E records
+// per warpgroup, default 32768) and DIR/<op>.rank<r>.summary.{txt,json}, the time of every
+// warpgroup track by what it did (bench/profile_summary.hpp). Rank 0 prints its summaries.
 #include <tilepipe/host/nccl.cuh>
 #include <tilepipe/kernels/collective_matmul.cuh>
 
 #include "bench_util.hpp"
+#include "profile_summary.hpp"
 
 #include <cublas_v2.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -83,7 +96,9 @@ struct result {
   double ours, serial, overlapped, cublas_alone, flops_per_gpu;
 };
 
-result bench_all_gather(tp::nccl_group& g, cublasHandle_t h, streams& st, const shape& s) {
+/// Each op's timings; with a profiler (profiling builds) ours are the profiled launches, the
+/// profiler holds the last one, and the peers are not run (only cuBLAS alone).
+result bench_all_gather(tp::nccl_group& g, cublasHandle_t h, streams& st, const shape& s, tp::profiler* profile = nullptr) {
   const tp::device& dev = g.devices().local()[0];
   const int D = g.size(), me = g.rank();
   const long long M = s.M * D;
@@ -92,9 +107,10 @@ result bench_all_gather(tp::nccl_group& g, cublasHandle_t h, streams& st, const 
   tp::tensor<bf16, 2> gathered(dev, {M, s.K}), c(dev, {M, s.N});
   tp::all_gather_matmul<bf16> ag(g.devices(), std::vector<long long>(static_cast<std::size_t>(D), s.M), s.K, s.N);
   result r{"all_gather_matmul", s, 0, 0, 0, 0, 2.0 * M * s.N * s.K};
-  r.ours = time_ms([&](int) { ag(dev, a, b, c); });
+  r.ours = time_ms([&](int) { ag(dev, a, b, c, nullptr, profile); });
   check_cublas(cublasSetStream(h, nullptr));
   r.cublas_alone = time_ms([&](int) { gemm(h, gathered.data(), b.data(), c.data(), M, s.N, s.K); });
+  if (profile) return r;
   r.serial = time_ms([&](int) {
     TP_NCCL_CHECK(ncclAllGather(a.data(), gathered.data(), s.M * s.K, ncclBfloat16, g.comm(), nullptr));
     gemm(h, gathered.data(), b.data(), c.data(), M, s.N, s.K);
@@ -114,7 +130,8 @@ result bench_all_gather(tp::nccl_group& g, cublasHandle_t h, streams& st, const 
   return r;
 }
 
-result bench_reduce_scatter(tp::nccl_group& g, cublasHandle_t h, streams& st, const shape& s) {
+result bench_reduce_scatter(tp::nccl_group& g, cublasHandle_t h, streams& st, const shape& s,
+                            tp::profiler* profile = nullptr) {
   const tp::device& dev = g.devices().local()[0];
   const int D = g.size(), me = g.rank();
   const long long M = s.M * D, K = s.K / D;  // this device's slice of K
@@ -123,9 +140,10 @@ result bench_reduce_scatter(tp::nccl_group& g, cublasHandle_t h, streams& st, co
   tp::tensor<bf16, 2> partial(dev, {M, s.N}), c(dev, {s.M, s.N});
   tp::matmul_reduce_scatter<bf16> rs(g.devices(), std::vector<long long>(static_cast<std::size_t>(D), s.M), K, s.N);
   result r{"matmul_reduce_scatter", s, 0, 0, 0, 0, 2.0 * M * s.N * K};
-  r.ours = time_ms([&](int) { rs(dev, a, b, c); });
+  r.ours = time_ms([&](int) { rs(dev, a, b, c, nullptr, profile); });
   check_cublas(cublasSetStream(h, nullptr));
   r.cublas_alone = time_ms([&](int) { gemm(h, a.data(), b.data(), partial.data(), M, s.N, K); });
+  if (profile) return r;
   r.serial = time_ms([&](int) {
     gemm(h, a.data(), b.data(), partial.data(), M, s.N, K);
     TP_NCCL_CHECK(ncclReduceScatter(partial.data(), c.data(), s.M * s.N, ncclBfloat16, ncclSum, g.comm(), nullptr));
@@ -144,6 +162,54 @@ result bench_reduce_scatter(tp::nccl_group& g, cublasHandle_t h, streams& st, co
   });
   check_cublas(cublasSetStream(h, nullptr));
   return r;
+}
+
+const char* flag_text(int argc, char** argv, const char* name) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return argv[i + 1];
+  return nullptr;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) tp::detail::throw_formatted("bench: cannot write %s", path.c_str());
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+}
+
+/// Profiles both ops at shape s on this rank: the trace and the summary of the last launch
+/// (see the top of this file).
+void profile_ops(tp::nccl_group& g, cublasHandle_t h, streams& st, const shape& s, const std::string& dir, int trace_ctas,
+                 std::uint32_t events) {
+  const tp::device& dev = g.devices().local()[0];
+  for (int op = 0; op < 2; ++op) {
+    tp::profiler prof(dev, events);
+    const result r = op == 0 ? bench_all_gather(g, h, st, s, &prof) : bench_reduce_scatter(g, h, st, s, &prof);
+    const auto tracks = prof.tracks();
+    long long records = 0, dropped = 0;
+    for (const auto& t : tracks) records += t.records, dropped += t.dropped;
+    const bench::profile_summary sum = bench::summarize(tracks);
+    const std::string base = dir + "/" + r.op + ".rank" + std::to_string(g.rank());
+    prof.write_trace(base + ".json", trace_ctas);
+    char head[768];
+    std::snprintf(head, sizeof head,
+                  "%s, rank %d of %d (%s), %lld x %lld x %lld per GPU, profiled (%s): %.3f ms per launch with the "
+                  "profiler (median), cuBLAS alone on the same product %.3f ms; %zu tracks, %lld records, %lld dropped%s\n",
+                  r.op.c_str(), g.rank(), g.size(), dev.name().c_str(), s.M, s.K, s.N,
+                  tp::profiling_steps ? "every step" : "coarse", r.ours, r.cublas_alone, tracks.size(), records, dropped,
+                  dropped ? " (raise --trace-events)" : "");
+    const std::string text = head + bench::format_summary(sum, 1000.0);
+    write_file(base + ".summary.txt", text);
+    char extra[512];
+    std::snprintf(extra, sizeof extra,
+                  "{\"op\": \"%s\", \"rank\": %d, \"gpus\": %d, \"M_per_gpu\": %lld, \"K\": %lld, \"N\": %lld, "
+                  "\"steps\": %s, \"profiled_ms\": %.4f, \"cublas_alone_ms\": %.4f, \"records\": %lld, \"dropped\": %lld, "
+                  "\"summary\": ",
+                  r.op.c_str(), g.rank(), g.size(), s.M, s.K, s.N, tp::profiling_steps ? "true" : "false", r.ours,
+                  r.cublas_alone, records, dropped);
+    write_file(base + ".summary.json", extra + bench::summary_json(sum, 1000.0) + "}\n");
+    if (g.rank() == 0) std::printf("%s\n", text.c_str()), std::fflush(stdout);
+  }
 }
 
 std::vector<shape> parse_shapes(int argc, char** argv) {
@@ -173,11 +239,25 @@ int main(int argc, char** argv) {
     std::printf("bench_collective_matmul: needs at least 2 GPUs, found %d\n", D);
     return 1;
   }
+  const char* trace_dir = flag_text(argc, argv, "--trace-dir");
+  if (trace_dir && !tp::profiling) {
+    std::printf("bench_collective_matmul: --trace-dir needs a TILEPIPE_PROFILE build (bench_collective_matmul_on)\n");
+    return 1;
+  }
+  const char* ctas_text = flag_text(argc, argv, "--trace-ctas");
+  const char* events_text = flag_text(argc, argv, "--trace-events");
+  const int trace_ctas = ctas_text ? std::atoi(ctas_text) : tp::profiling_steps ? 4 : -1;
+  const auto events = static_cast<std::uint32_t>(events_text ? std::atol(events_text) : 32768);
   try {
     tp::run_ranks(D, [&](tp::nccl_group& g) {
       cublasHandle_t h;
       check_cublas(cublasCreate(&h));
       streams st;
+      if (trace_dir) {
+        profile_ops(g, h, st, shapes[0], trace_dir, trace_ctas, events);
+        cublasDestroy(h);
+        return;
+      }
       std::vector<std::string> rows;
       if (g.rank() == 0)
         std::printf("%d GPUs (%s); per GPU M x K x N; times in ms (medians); TC use = FLOPs / (time x GPUs x cuBLAS rate "

@@ -29,6 +29,13 @@
 // own slot in the receiving buffer, so a step never waits for a slot to be freed; between
 // launches a device writes its neighbour's slots only after the neighbour said it is done
 // with them (a "drained" counter signalled at the end of each launch).
+//
+// On the profiler's timeline (TILEPIPE_PROFILE builds; docs/guide.md) every tile of every
+// warpgroup lies in a scope "ring step s", and the ring's own work has scopes of its own:
+// "wait drained" (the launch's first wait), "wait A block" (memory warpgroup: the forwarded
+// row block not yet signalled), "forward A" (in a step's body: the TMA store of the A block
+// to the left neighbour), "signal A block", "wait partial", "add partial", "send partial"
+// and "store c" (in the epilogue). bench_collective_matmul_on sums them per CTA.
 #pragma once
 
 #include "../tilepipe.cuh"
@@ -73,6 +80,12 @@ struct ring_matmul_kernel {
 
   /// The shard of ring step s on device d of D.
   TP_HD static int shard_of(int s, int d, int D) { return gathers ? (d + s) % D : (d + s + 1) % D; }
+
+  /// "ring step s": the profiler scope around each tile of step s (s < max_devices <= 10).
+  struct step_name {
+    char text[12] = "ring step 0";
+    TP_HD explicit step_name(int s) { text[10] = static_cast<char>('0' + s); }
+  };
 
   /// Rows [row0, row_end) of c from a compute warpgroup's accumulator, columns from col0,
   /// clipped to c (a tile of a shard whose rows end inside it stores only the shard's).
@@ -120,21 +133,34 @@ struct ring_matmul_kernel {
     for (int s = 0; s < D; ++s) total += count[s] = shards[shard_of(s, d, D)].worker(cta, ctas).size();
 
     // The left neighbour has read what this device wrote into it in the previous launch.
-    if (sends) semaphore_wait(sems, drained, (launch - 1) * senders);
+    if (sends) {
+      profile_scope waits(ctx, "wait drained");
+      semaphore_wait(sems, drained, (launch - 1) * senders);
+    }
 
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
+    // The profiler track, captured by value where the closures below record.
+    const profile_recorder_ref track = ctx.profiler();
 
     // One tile: c's rows of shard `shard` at ring step s, tile t, k_steps deep.
-    auto tile_pipeline = [&](ring_tile r) {
+    auto tile_pipeline = [&, track](ring_tile r) {
       const int s = r.step, shard = r.shard;
       const tile_coord t = r.tile;
       const long long row0 = static_cast<long long>(t.m) * BM;  // within the shard
       const bool forwards = gathers && s + 1 < D && t.n == 0 && ci == 0;
       const long long my_piece = piece(shard, t, ci);
-      auto step = [&acc, ci, forwards, row0, shard, left, this, &received](auto at, auto a_smem, auto b_smem) {
+      // The body's closure holds the track as an empty member without TILEPIPE_PROFILE: one
+      // more capture would change the pipeline's layout, and the kernel's code, also there.
+      struct forwarding {
+        bool on;
+        [[no_unique_address]] profile_recorder_ref track;
+      };
+      auto step = [&acc, ci, fwd = forwarding{forwards, track}, row0, shard, left, this, &received](auto at, auto a_smem,
+                                                                                                  auto b_smem) {
         wgmma(acc, rows<WM>(a_smem, ci * WM), b_smem);
         if constexpr (gathers) {
-          if (forwards) {  // the A block is in SMEM already: on to the left neighbour's slot
+          if (fwd.on) {  // the A block is in SMEM already: on to the left neighbour's slot
+            profile_scope forward(fwd.track, "forward A");
             wait_smem_to_gmem<0>(reads_done);  // the previous block's store read its slot
             copy_smem_to_gmem(a_smem, remote(received, left), idx(shard * slot_rows + row0, at[0]));
             if (at[0] == shards[0].steps - 1) wait_smem_to_gmem<0>(reads_done);  // the slot is released after this step
@@ -142,27 +168,35 @@ struct ring_matmul_kernel {
         }
         wgmma_wait<1>();  // one group stays in flight: delay_release<1>
       };
-      auto context = compute_context([&, s, shard, t, row0, forwards, my_piece](auto pipeline) {
+      auto context = compute_context([&, track, s, shard, t, row0, forwards, my_piece](auto pipeline) {
         acc = zeros<float, WM, BN>();
         pipeline();
         wgmma_wait<0>(acc);
         const long long my_row = row0 + ci * WM, col0 = static_cast<long long>(t.n) * BN;
         if constexpr (gathers) {
           if (forwards) {
+            profile_scope signals(track, "signal A block");
             wait_smem_to_gmem<0>();  // the forwarded row block is written, not only read
             semaphore_signal(sems, static_cast<int>(my_piece), left);
           }
+          profile_scope stores(track, "store c");
           store_rows(c, shard_start[shard] + my_row, shard_start[shard] + shard_rows[shard], col0, acc);
         } else {
           const long long slot = my_piece * partial_floats;  // this warpgroup's partial sum of the tile
           if (s > 0) {
-            semaphore_wait(sems, static_cast<int>(my_piece), launch);
+            {
+              profile_scope waits(track, "wait partial");
+              semaphore_wait(sems, static_cast<int>(my_piece), launch);
+            }
+            profile_scope adds(track, "add partial");
             add_partial(acc, received.local.data + slot);
           }
           if (s + 1 < D) {
+            profile_scope sending(track, "send partial");
             store_partial(acc, remote(received, left).data + slot);
             semaphore_signal(sems, static_cast<int>(my_piece), left);
           } else {
+            profile_scope stores(track, "store c");
             store_rows(c, my_row, shard_rows[shard], col0, acc);
           }
         }
@@ -181,14 +215,17 @@ struct ring_matmul_kernel {
     loop.each(0, total, 1, [&](int j, pipeline_state state, auto role, auto& alloc) {
       int s = 0, in_step = j;
       while (in_step >= count[s]) in_step -= count[s++];
+      profile_scope ring_step(ctx, step_name(s).text);
       const int shard = shard_of(s, d, D);
       const tile_coord t = shards[shard].worker(cta, ctas)[in_step].tile;
       gmem_ref<T, 2, a_tile> a_src = a;
       if constexpr (gathers) {
         if (s > 0) a_src = received.local;
         // The tile's row block is in its slot: the right neighbour forwarded it.
-        if (std::is_same_v<decltype(role), memory_role_t> && s > 0)
+        if (std::is_same_v<decltype(role), memory_role_t> && s > 0) {
+          profile_scope waits(ctx, "wait A block");
           semaphore_wait(sems, static_cast<int>(piece(shard, t, 0)), launch);
+        }
       }
       tile_pipeline({s, shard, t})(ctx, alloc, state, role, a_src, b);
     });
@@ -231,12 +268,13 @@ class ring_matmul {
   /// all-gather: c[M, N] = all_gather(a)[M, K] . b[K, N], a this device's [rows, K].
   /// reduce-scatter: c[rows, N] = this device's rows of the sum over devices of a[M, K] . b[K, N].
   /// Every device of the group must call it (in the interpreter the last call runs them all).
+  /// profile: records this device's launch (TILEPIPE_PROFILE builds; host/profiler.cuh).
   void operator()(const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 2>& b, const tensor_view<T, 2>& c,
-                  void* stream = nullptr) {
+                  void* stream = nullptr, profiler* profile = nullptr) {
     check(dev, a, b, c);
     kernel_t k = kern_;
     k.launch = ++launches_.at(static_cast<std::size_t>(dev.index()));
-    kernel(k, {.grid = {ctas_}, .stream = stream})(dev, a, b, c, received_, sems_);
+    kernel(k, {.grid = {ctas_}, .stream = stream, .profile = profile})(dev, a, b, c, received_, sems_);
   }
 
   int ctas() const { return ctas_; }
