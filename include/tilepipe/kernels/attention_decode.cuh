@@ -144,9 +144,6 @@ struct attention_decode_kernel {
   /// A split's partial result in the workspace: its O rows (f32, normalised), then their
   /// LSE (log2 units, the scale folded in).
   static constexpr long long partial_floats = BM * (D + 1);
-  /// The split combine reads combine_batch splits' slots at once, combine_cols columns of
-  /// them (a 64 x 32 f32 tile is 16 registers a thread).
-  static constexpr int combine_batch = 4, combine_cols = 32;
 
   decode_items items;
   int seqlen_q = 0, seqlen_k = 0;     // fixed-length batches
@@ -481,47 +478,25 @@ struct attention_decode_kernel {
             if (r < tile_rows) slot(it.split)[BM * D + r] = x;
           });
           if (!arrive_last(partials, tile, splits)) return;
-          // Each split's slot is a round trip to L2, and a decode of few sequences combines
-          // 16 to 64 splits: they are read combine_batch at a time (loads in flight together),
-          // and summed in split order.
-          auto lse_of = [&](int i) {  // split i's LSE rows; -inf past the splits
+          auto lse_of = [&](int i) {
             row_vector<BM> x;
-            x.for_each([&](float& e, int r) { e = r < tile_rows && i < splits ? slot(i)[BM * D + r] : -INFINITY; });
+            x.for_each([&](float& e, int r) { e = r < tile_rows ? slot(i)[BM * D + r] : -INFINITY; });
             return x;
           };
-          auto for_each_lse = [&](auto&& f) {
-            for (int i0 = 0; i0 < splits; i0 += combine_batch) {
-              row_vector<BM> x[combine_batch];
-#pragma unroll
-              for (int j = 0; j < combine_batch; ++j) x[j] = lse_of(i0 + j);
-#pragma unroll
-              for (int j = 0; j < combine_batch; ++j) f(x[j]);
-            }
-          };
           row_vector<BM> top_lse = full<row_vector<BM>>(-INFINITY);
-          for_each_lse([&](const row_vector<BM>& x) { top_lse = max(top_lse, x); });
+          for (int i = 0; i < splits; ++i) top_lse = max(top_lse, lse_of(i));
           const row_vector<BM> base = map(top_lse, [](float x) { return x == -INFINITY ? 0.0f : x; });
           row_vector<BM> sum = full<row_vector<BM>>(0.0f);
-          for_each_lse([&](const row_vector<BM>& x) { sum = sum + exp2(x - base); });  // exp2(-inf) = 0 past the splits
+          for (int i = 0; i < splits; ++i) sum = sum + exp2(lse_of(i) - base);
           lse2 = zip(base, sum, [](float b, float s) { return s > 0.0f ? b + log2f(s) : -INFINITY; });
           // A row without keys weighs every split exp2(-inf) = 0.
           const row_vector<BM> norm = map(lse2, [](float x) { return x == -INFINITY ? 0.0f : x; });
 #pragma unroll 1
-          for (int c0 = 0; c0 < D; c0 += combine_cols) {
-            accumulator<BM, combine_cols> sum_o = zeros<float, BM, combine_cols>();
-            for (int i0 = 0; i0 < splits; i0 += combine_batch) {
-              accumulator<BM, combine_cols> o_i[combine_batch];
-              row_vector<BM> weight[combine_batch];
-#pragma unroll
-              for (int j = 0; j < combine_batch; ++j) {
-                const int i = i0 + j;
-                o_i[j] = load_rows<float, BM, combine_cols>(i < splits ? tile_rows : 0,
-                                                            [&](int r) { return slot(i) + r * D + c0; });
-                weight[j] = exp2(lse_of(i) - norm);
-              }
-#pragma unroll
-              for (int j = 0; j < combine_batch; ++j)
-                if (i0 + j < splits) sum_o = sum_o + o_i[j] * weight[j];
+          for (int c0 = 0; c0 < D; c0 += 64) {  // 64 columns at a time: two 64 x 64 tiles in registers
+            accumulator<BM, 64> sum_o = zeros<float, BM, 64>();
+            for (int i = 0; i < splits; ++i) {
+              const auto o_i = load_rows<float, BM, 64>(tile_rows, [&](int r) { return slot(i) + r * D + c0; });
+              sum_o = sum_o + o_i * exp2(lse_of(i) - norm);
             }
             store_rows(sum_o, tile_rows, [&](int r) { return row_in(o, r) + c0; });
           }
