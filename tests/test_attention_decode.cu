@@ -381,8 +381,7 @@ TEST(AttentionDecodeFp8Kv, HeadDimsTypesMasksAndVarlen) {
 // 16-bit values are rounded: the 16-bit types' tolerance. At head dims 64 and 128 the fp8
 // kernel deals a split's KV blocks to two warpgroups and merges their softmax states: the sum
 // runs in the 16-bit kernel's order only where a split holds one KV block (same_order, the
-// interpreter's sizes); longer splits get the tolerance too. And the fp8 kernel multiplies
-// in f16 whatever Q's type (P rounded to f16, not bf16): the same bytes for f16 only.
+// interpreter's sizes); longer splits get the tolerance too.
 template <class T>
 void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_two, bool same_order = true) {
   SCOPED_TRACE(describe(p) << (per_head ? " per head" : " per tensor") << (power_of_two ? " powers of two" : ""));
@@ -401,40 +400,16 @@ void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_tw
   const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
   const auto fp8 = run(dev, p, in.q, kv.k.codes, kv.v.codes, ws.ref(), &scales);
   const auto wide = run(dev, p, in.q, as_t(kv.k.values), as_t(kv.v.values), ws.ref());
-  if (power_of_two && same_order && std::is_same_v<T, tp::f16>) {
+  if (power_of_two && same_order) {
     EXPECT_TRUE(bitwise_equal(fp8.o, wide.o)) << "O";
     EXPECT_TRUE(bitwise_equal(fp8.lse, wide.lse)) << "LSE";
   } else {
     std::vector<double> wide_o(wide.o.size());
     for (std::size_t i = 0; i < wide.o.size(); ++i) wide_o[i] = tp::to_float(wide.o[i]);
     EXPECT_LT(test::rel_error(fp8.o, wide_o), 1e-2) << "O";
-    // Exact values summed in another order: f32 rounding only; rounded values: 16-bit
-    // rounding. A row without keys has LSE -inf in both.
-    const double tolerance = power_of_two ? 1e-5 : 1e-2;
-    for (std::size_t i = 0; i < wide.lse.size(); ++i)
-      if (!(fp8.lse[i] == wide.lse[i] || std::abs(fp8.lse[i] - wide.lse[i]) <= tolerance * std::max(1.0f, std::abs(wide.lse[i])))) {
-        ADD_FAILURE() << "LSE of row " << i << ": " << fp8.lse[i] << " against " << wide.lse[i];
-        break;
-      }
-  }
-}
-
-// bf16 query rows far outside f16's range, and a row of zeros: the fp8 kernel multiplies in
-// f16, each bf16 row brought there by a power of two of its own.
-TEST(AttentionDecodeFp8Kv, QueryRowsOfAnyMagnitude) {
-  const auto& dev = test::dev();
-  for (int d : {64, 128, 256}) {
-    const problem p = fixed(2, 3, 300, 8, 2, d, 2, causal);
-    SCOPED_TRACE(describe(p));
-    inputs<tp::bf16> in(p);
-    const float magnitudes[] = {1e-30f, 1e-6f, 1.0f, 3e4f, 1e20f, 0.0f, 7e-3f};
-    for (std::size_t i = 0; i < in.q.size(); ++i)
-      in.q[i] = tp::from_float<tp::bf16>(tp::to_float(in.q[i]) * magnitudes[(i / d) % 7]);
-    const fp8_inputs kv(p, true, false);
-    const auto scales = kv.scales();
-    const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
-    expect_matches_reference(p, test::as_floats(in.q), kv.k.values, kv.v.values,
-                             run(dev, p, in.q, kv.k.codes, kv.v.codes, ws.ref(), &scales));
+    // Exact values summed in another order: f32 rounding only; rounded values: 16-bit rounding.
+    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())), power_of_two ? 1e-5 : 1e-3)
+        << "LSE";
   }
 }
 

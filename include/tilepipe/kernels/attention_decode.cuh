@@ -92,8 +92,8 @@ inline constexpr int attention_page_box_rows = 16;
 /// paged cache whose KV blocks are gathered in boxes of that many rows (BN: one box, the
 /// page holds the block; attention_page_box_rows: the pages are smaller than the block).
 /// KV: K and V's element type, T's, or fp8_e4m3 (an fp8 KV cache: each block is converted
-/// to f16 in SMEM for the wgmmas, bf16 queries too, and the scales are folded into the
-/// softmax scale and the output's normalisation).
+/// to T in SMEM for the wgmmas, and the scales are folded into the softmax scale and the
+/// output's normalisation).
 template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0, class KV = T>
 struct attention_decode_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
@@ -115,28 +115,22 @@ struct attention_decode_kernel {
   static constexpr int compute_wgs = fp8_kv && D <= 128 ? 2 : 1;
   static constexpr warp_specialization<compute_wgs, paged ? (fp8_kv ? 72 : 96) : 40> ws{};
   static constexpr int num_threads = ws.num_threads;
-  // fp8 K and V: the wgmmas multiply f16 whatever Q's type, since e4m3 turns into f16 in one
-  // instruction per two values and into bf16 in four (docs/design.md). bf16 queries are
-  // converted with a power of two per row (scaled_q).
-  using mma_t = std::conditional_t<fp8_kv, f16, T>;
-  static constexpr bool scaled_q = fp8_kv && !std::is_same_v<T, f16>;
   using kv_block = block<squeezed, element(BN), squeezed, D>;
   // fp8 blocks land unswizzled: only the conversion reads them, with ordinary loads of 8
   // contiguous bytes per thread, which no swizzle would make faster.
   using kv_swizzle = std::conditional_t<fp8_kv, swizzle<0>, swizzle<128>>;
   using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, kv_swizzle, box_rows<PageBoxRows>>,
                                      tile<kv_block, kv_swizzle>>;
-  using q_view = smem<mma_t, tile<block<BM, D>, swizzle<128>>>;
-  /// fp8: a K block and a V block converted to f16, the wgmmas' operands (the layout of a
+  using q_view = smem<T, tile<block<BM, D>, swizzle<128>>>;
+  /// fp8: a K block and a V block converted to T, the wgmmas' operands (the layout of a
   /// 16-bit KV slot).
-  using converted_view = smem<mma_t, tile<block<BN, D>, swizzle<128>>>;
+  using converted_view = smem<T, tile<block<BN, D>, swizzle<128>>>;
   static constexpr std::uint32_t kv_block_bytes = BN * D * sizeof(KV);
   /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V each compute
-  /// warpgroup's converted blocks, the merge's row statistics and Q's row factors.
+  /// warpgroup's converted blocks.
   static constexpr std::uint32_t merge_stats_bytes = compute_wgs > 1 ? 2 * BM * sizeof(float) : 0;
-  static constexpr std::uint32_t q_factor_bytes = scaled_q && compute_wgs > 1 ? BM * sizeof(float) : 0;
   static constexpr std::uint32_t own_smem =
-      q_view::bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes + q_factor_bytes;
+      q_view::bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes;
   // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
   // Q (each fetch in flight is latency hidden).
   static constexpr int stages = static_cast<int>((smem_capacity - own_smem - 2048) / (2 * kv_block_bytes));
@@ -172,15 +166,6 @@ struct attention_decode_kernel {
 
   /// n limited to [0, cap].
   TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
-
-  /// scaled_q: the power of two 2^k that brings a row's largest |q| (top) into [2^14, 2^15):
-  /// the row's bf16 values (8 significant bits) are then f16 values (11), exactly, down to
-  /// 2^-28 of its largest. k within [-120, 120] (2^k and 2^-k normal floats); 1 for a row of
-  /// zeros, infinities or NaN. (ilogbf and ldexpf are exact on both backends.)
-  TP_HD static float q_row_factor(float top) {
-    if (!(top > 0.0f && top < INFINITY)) return 1.0f;
-    return ldexpf(1.0f, min(max(14 - ilogbf(top), -120), 120));
-  }
 
   /// Where sequence b lives: its batch index in q and o (0 for packed varlen rows), first
   /// row and length there, and its batch index in k and v (its page-table row), first row
@@ -240,7 +225,7 @@ struct attention_decode_kernel {
     // The compute warpgroup's state: O, P packed as the A operand of P V, the running row
     // maxima and this thread's share of the row sums (finished once, in the epilogue).
     accumulator<BM, D> acc_o;
-    operand_fragment<mma_t, BM, BN> p;
+    operand_fragment<T, BM, BN> p;
     row_vector<BM> m, l;
     // V is read one step after it lands: the block of the previous step and its release.
     pending_block<smem<KV, kv_tile>> v_prev{};
@@ -254,10 +239,6 @@ struct attention_decode_kernel {
     // are done) and its row maxima and sums, which warpgroup 0 merges into its own.
     [[maybe_unused]] float* merge_o = nullptr;
     [[maybe_unused]] float* merge_stats = nullptr;
-    // scaled_q: S's rows carry Q's row factors (S = (f Q) Kᵀ); score_rows = score_scale / f
-    // takes them back. With two compute warpgroups warpgroup 0 hands them over in q_factors.
-    [[maybe_unused]] row_vector<BM> score_rows;
-    [[maybe_unused]] float* q_factors = nullptr;
     // The tile's softmax scale in log2 units, k_scale folded in (S = Q (k k_scale)^T), and
     // the factor of the output's normalisation, v_scale (O = P (v v_scale) / l).
     float score_scale = scale_log2, value_scale = 1.0f;
@@ -327,7 +308,6 @@ struct attention_decode_kernel {
           wgmma_wait<first_step ? 0 : 1>(acc_s);  // S is ready; P V still runs
           if constexpr (!fp8_kv) k_done.arrive();  // K's slot refills under the softmax
           profile_scope softmax_scope(ctx, "softmax");
-          if constexpr (scaled_q) acc_s = acc_s * score_rows;  // S in log2 units, Q's factors taken back
           if constexpr (with_mask) {
             mask_columns(acc_s, [&](int r) {  // row r sees keys [pos - left, pos + right] of the sequence
               const int row = position(r) + shift - key0;
@@ -338,7 +318,7 @@ struct attention_decode_kernel {
           }
           // Online softmax in log2 units, the scale folded into one FMA per element; only a
           // masked block can leave a row without keys (m = -inf, which exp2 must not see).
-          const float sl2 = scaled_q ? 1.0f : fp8_kv ? score_scale : scale_log2;
+          const float sl2 = fp8_kv ? score_scale : scale_log2;
           const row_vector<BM> m_new = max(m, row_max(acc_s) * sl2);
           row_vector<BM> m_use = m_new;
           if constexpr (with_mask) m_use = map(m_new, [](float x) { return x == -INFINITY ? 0.0f : x; });
@@ -352,7 +332,7 @@ struct attention_decode_kernel {
             if constexpr (!fp8_kv) v_prev_done.arrive();
             acc_o = acc_o * alpha;
           }
-          p = to_operand<mma_t>(probs);
+          p = to_operand<T>(probs);
           if constexpr (fp8_kv) {
             // The P V that read V's converted block is done: this step's V takes its place,
             // its rows past the sequence's keys zeros (a cache may hold anything there, NaN
@@ -398,38 +378,15 @@ struct attention_decode_kernel {
         }
         // Gather the packed query rows (zero past the tile's rows), 64 columns at a time (a
         // loop, not unrolled: the code stays small enough for the persistent loop to inline).
-        auto q_columns = [&](int c0) {
-          return load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; });
-        };
-        [[maybe_unused]] row_vector<BM> q_factor;
         if (compute_wgs == 1 || ci == 0) {  // two compute warpgroups: the first gathers
-          if constexpr (scaled_q) {
-            // bf16 rows into f16: each row times its factor (a first pass finds the rows' largest |q|).
-            row_vector<BM> top = full<row_vector<BM>>(0.0f);
 #pragma unroll 1
-            for (int c0 = 0; c0 < D; c0 += 64)
-              top = max(top, row_max(map(cast<float>(q_columns(c0)), [](float x) { return fabsf(x); })));
-            q_factor = map(top, [](float x) { return q_row_factor(x); });
-#pragma unroll 1
-            for (int c0 = 0; c0 < D; c0 += 64) store(cols<64>(q_s, c0), cast<float>(q_columns(c0)) * q_factor);
-            if constexpr (compute_wgs > 1) q_factor.for_each([&](float f, int r) { q_factors[r] = f; });
-          } else {
-#pragma unroll 1
-            for (int c0 = 0; c0 < D; c0 += 64) store(cols<64>(q_s, c0), q_columns(c0));
-          }
+          for (int c0 = 0; c0 < D; c0 += 64)
+            store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
           commit_smem();  // visible to the wgmmas
         }
         // Both read Q; and warpgroup 1 converts no block into its merge buffers before
         // warpgroup 0 has read the last tile's merge.
         if constexpr (compute_wgs > 1) ctx.team_sync();
-        if constexpr (scaled_q) {
-          // (Warpgroup 1 reads the factors only in a tile with rows: the merge's barrier then
-          // keeps warpgroup 0 from writing the next tile's before it has.)
-          if constexpr (compute_wgs > 1)
-            if (ci == 1 && tile_rows > 0) q_factor.for_each([&](float& f, int r) { f = q_factors[r]; });
-          const float ss = score_scale;
-          score_rows = map(q_factor, [ss](float f) { return ss / f; });
-        }
         acc_o = zeros<float, BM, D>();
         m = full<row_vector<BM>>(-INFINITY);
         l = full<row_vector<BM>>(0.0f);
@@ -549,10 +506,10 @@ struct attention_decode_kernel {
       }
     };
     auto loop = persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, k, v);
-    q_s = q_view{reinterpret_cast<mma_t*>(ctx.allocate(q_view::bytes, "decode query rows")), 0};
+    q_s = q_view{reinterpret_cast<T*>(ctx.allocate(q_view::bytes, "decode query rows")), 0};
     if constexpr (fp8_kv) {
       // Warpgroup w's K and V blocks side by side: warpgroup 1's two hold its O for the merge.
-      mma_t* const converted = reinterpret_cast<mma_t*>(
+      T* const converted = reinterpret_cast<T*>(
           ctx.allocate(2 * compute_wgs * converted_view::bytes, "decode K and V converted from fp8"));
       constexpr int elements = converted_view::bytes / sizeof(T);
       k_t = converted_view{converted + 2 * ci * elements, 0};
@@ -562,7 +519,6 @@ struct attention_decode_kernel {
       if constexpr (compute_wgs > 1) {
         merge_o = reinterpret_cast<float*>(converted + 2 * elements);
         merge_stats = reinterpret_cast<float*>(ctx.allocate(merge_stats_bytes, "decode merge statistics"));
-        if constexpr (scaled_q) q_factors = reinterpret_cast<float*>(ctx.allocate(q_factor_bytes, "decode Q row factors"));
       }
     }
     loop.run(ctx.axis_index(0), items.items(), ctx.axis_size(0), [&](int j) { return items.at(j); });
