@@ -45,7 +45,7 @@ std::string run(const tp::device& dev, const config& c, bool deterministic) {
   std::vector<tp::tensor<T, 4>> q, k, v, o, d_o, dq, dk, dv;
   std::vector<tp::tensor<float, 3>> lse;
   tp::tensor<float, 1> workspace(dev, {c.b * c.hq * c.sq});
-  tp::tensor<float, 1> dq_workspace(dev, {deterministic ? 1 : c.b * c.sq * c.hq * c.d});
+  tp::tensor<float, 1> dq_workspace(dev, {deterministic ? 1 : tp::attention_backward_dq_workspace_size(c.b, c.sq, c.hq, c.d)});
   const tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data(),
                                            .deterministic = deterministic, .dq_workspace = dq_workspace.data()};
   for (int s = 0; s < sets; ++s) {
