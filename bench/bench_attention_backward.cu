@@ -12,9 +12,11 @@
 
 #include "bench_util.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace {
 
@@ -45,7 +47,7 @@ std::string run(const tp::device& dev, const config& c, bool deterministic) {
   std::vector<tp::tensor<T, 4>> q, k, v, o, d_o, dq, dk, dv;
   std::vector<tp::tensor<float, 3>> lse;
   tp::tensor<float, 1> workspace(dev, {c.b * c.hq * c.sq});
-  tp::tensor<float, 1> dq_workspace(dev, {deterministic ? 1 : c.b * c.sq * c.hq * c.d});
+  tp::tensor<float, 1> dq_workspace(dev, {deterministic ? 1 : tp::attention_backward_dq_workspace_size(c.b, c.sq, c.hq, c.d)});
   const tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data(),
                                            .deterministic = deterministic, .dq_workspace = dq_workspace.data()};
   for (int s = 0; s < sets; ++s) {
@@ -69,9 +71,30 @@ std::string run(const tp::device& dev, const config& c, bool deterministic) {
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
   const double flops = 2.5 * 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
-  std::printf("tilepipe backward%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s\n",
+  // The single pass checks itself against the deterministic mode (which the tests check
+  // against float64) on the first set: the largest difference relative to the largest value.
+  std::string check;
+  if (!deterministic) {
+    tp::tensor<T, 4> dq2(dev, {c.b, c.sq, c.hq, c.d}), dk2(dev, {c.b, c.sk, c.hkv, c.d}), dv2(dev, {c.b, c.sk, c.hkv, c.d});
+    tp::attention_backward<T>(dev, q[0], k[0], v[0], o[0], d_o[0], lse[0], dq2, dk2, dv2,
+                              {.causal = c.causal != 0, .workspace = workspace.data()});
+    double worst = 0;
+    for (auto [x, y] : {std::pair{&dq[0], &dq2}, std::pair{&dk[0], &dk2}, std::pair{&dv[0], &dv2}}) {
+      const auto a = x->to_host(), b = y->to_host();
+      double diff = 0, top = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        diff = std::max(diff, std::abs(double(tp::to_float(a[i])) - tp::to_float(b[i])));
+        top = std::max(top, std::abs(double(tp::to_float(b[i]))));
+      }
+      worst = std::max(worst, diff / std::max(top, 1e-30));
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  against the deterministic mode %s %.2e", worst <= 2e-2 ? "ok" : "MISMATCH", worst);
+    check = buf;
+  }
+  std::printf("tilepipe backward%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s%s\n",
               deterministic ? "" : " (single pass)", c.b, c.sq, c.sk, c.hq, c.hkv, c.d, c.causal, c.dtype.c_str(), med,
-              flops / (med * 1e-3) / 1e12);
+              flops / (med * 1e-3) / 1e12, check.c_str());
   std::fflush(stdout);
   char buf[160];
   std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f", med, flops / (med * 1e-3) / 1e12);

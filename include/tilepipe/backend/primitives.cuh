@@ -107,12 +107,6 @@ TP_HD TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total)
 /// whether any of them passed true (bar.red.or): a leader's finding for the whole warpgroup.
 TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value);
 
-// ---- reductions in global memory ------------------------------------------------------
-/// Adds x and y to address[0] and address[1] (8-byte aligned) in one relaxed reduction at
-/// GPU scope (red.global.add.v2.f32): the partial sums of several CTAs meet in global memory
-/// in whatever order they arrive, so the result's last bits depend on that order.
-TP_HD TP_FORCEINLINE void reduce_add_pair(float* address, float x, float y);
-
 // ---- signals between devices -----------------------------------------------------------
 /// leader: adds `inc` to a semaphore word in global memory, this device's or a peer's (a
 /// pointer into a symmetric buffer, tp::remote): a release at system scope, so a device that
@@ -182,6 +176,12 @@ TP_HD TP_FORCEINLINE void bulk_wait();
 /// leader: waits until at most N bulk groups still read their shared memory.
 template <int N>
 TP_HD TP_FORCEINLINE void bulk_wait_read();
+/// leader: adds the f32 values of [src, src + bytes) in shared memory to those of [dst, dst +
+/// bytes) in global memory, element by element (cp.reduce.async.bulk .add.f32; both 16-byte
+/// aligned, bytes a multiple of 16), as part of the current bulk async group: src may be
+/// rewritten once bulk_wait_read lets the group go. Each addition is atomic, so the sums of
+/// several CTAs meet in whatever order they arrive.
+TP_HD TP_FORCEINLINE void bulk_reduce_add(float* dst, const float* src, std::uint32_t bytes);
 
 // ---- wgmma -----------------------------------------------------------------------------
 /// Shared-window address of a pointer into shared memory (for descriptors).
@@ -239,6 +239,11 @@ TP_HD TP_FORCEINLINE void wgmma_rs(Acc&& d, const rs_operand<T>& a, std::uint64_
 ///   has_matrix_store, matrix_store<R0, C0, U>(dst, v)
 ///                              whether the backend writes 16-bit 8 x 8 matrices in one instruction; that
 ///                              store of the window at (R0, C0), of dst's shape, into the SMEM view dst
+///   store_packed(p, v), load_packed(p, v)
+///                              the tile to / from M x N consecutive elements at p in an order of the
+///                              backend's choosing, the same for both (on the GPU each thread's registers
+///                              four at a time, interleaved over the threads: 16-byte accesses, neither
+///                              bank conflicts nor uncoalesced ones)
 template <int M, int N>
 struct tile_registers;
 /// How a warpgroup holds one value per row of an M-row tile: `slots` values per thread, row(s) the

@@ -30,6 +30,7 @@
 #include "../tilepipe.cuh"
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 namespace tilepipe {
@@ -45,9 +46,19 @@ struct attention_backward_options {
   /// every run). false: FlashAttention-3's single pass, dQ added by the dK dV kernels to an f32
   /// buffer in whatever order they come (the last bits vary between runs).
   bool deterministic = true;
-  float* dq_workspace = nullptr;  // deterministic = false: f32 scratch of q's element count; null: allocated per call
-  void* stream = nullptr;         // cudaStream_t (GPU)
+  /// deterministic = false: f32 scratch of attention_backward_dq_workspace_size elements,
+  /// 16-byte aligned; null: allocated per call.
+  float* dq_workspace = nullptr;
+  void* stream = nullptr;  // cudaStream_t (GPU)
 };
+
+/// The f32 elements of attention_backward_options::dq_workspace: heads_q x head_dim per query
+/// row, a sequence's rows padded to a multiple of 64 (batches x Sq rounded up to 64 rows; for
+/// varlen, rows = total_q, total_q + 64 x batches).
+inline long long attention_backward_dq_workspace_size(long long batches, long long rows, long long heads_q,
+                                                      long long head_dim, bool varlen = false) {
+  return (varlen ? rows + 64 * batches : batches * ((rows + 63) / 64 * 64)) * heads_q * head_dim;
+}
 
 namespace attention_backward_detail {
 
@@ -112,16 +123,25 @@ struct row_values {
   }
 };
 
-/// dQ's f32 accumulator of the single pass, laid out as q: [B, Sq, Hq, D], or [total_q, Hq, D]
-/// for varlen (batch 0, rows from the sequence's q0).
-struct dq_rows {
+/// dQ's f32 accumulator of the single pass. Per head, a sequence's query rows in blocks of
+/// 64 (the last one padded), a block as D / 64 parts of 64 rows x 64 columns, each part 4096
+/// consecutive floats in the register order of the warpgroup that adds it (tp::store_packed):
+/// a dK dV step's share is then one contiguous bulk reduction from SMEM, written there with
+/// 16-byte stores free of bank conflicts, and the conversion reads it with 16-byte loads.
+/// [B, Hq, Sq rounded up to 64, D], or for varlen [Hq, total_q + 64 batches, D] with sequence
+/// b's rows from q0 + 64 b rounded down to 64 (FlashAttention-3's padding: a sequence's blocks
+/// end before the next one's start).
+struct dq_tiles {
   float* data = nullptr;
-  long long batch_stride = 0, row_stride = 0;  // elements; a head's row is D contiguous floats
+  long long batch_stride = 0, head_stride = 0;  // elements
   int head_dim = 0;
+  bool varlen = false;
 
-  /// Row `row` of the sequence, head h.
-  TP_HD float* row(const sequence& s, int h, int row) const {
-    return data + s.batch * batch_stride + (s.q0 + row) * row_stride + static_cast<long long>(h) * head_dim;
+  /// Part `part` (columns 64 part ..) of the block of rows [row0, row0 + 64) (row0 a multiple of
+  /// 64) of sequence b, head h.
+  TP_HD float* part(const sequence& s, int b, int h, int row0, int part) const {
+    const long long first = varlen ? (s.q0 + 64LL * b) / 64 * 64 : 0;
+    return data + s.batch * batch_stride + h * head_stride + (first + row0) * head_dim + part * 64 * 64;
   }
 };
 
@@ -144,16 +164,20 @@ struct attention_backward_delta_kernel {
   attention_backward_detail::batch_layout batch;
   attention_backward_detail::row_values delta;
   int heads = 0;
-  attention_backward_detail::dq_rows dq_accum;  // the single pass: zeroed here, filled by the dK dV kernels
+  attention_backward_detail::dq_tiles dq_accum;  // the single pass: zeroed here, filled by the dK dV kernels
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4, rows_tile> o, gmem<T, 4, rows_tile> d_o) const {
     using namespace attention_backward_detail;
-    const sequence seq = batch.of(ctx, ctx.axis_index(1));
+    const int b = ctx.axis_index(1);
+    const sequence seq = batch.of(ctx, b);
     const int row0 = ctx.axis_index(0) * BR, rows = clamp_rows(seq.sq - row0, BR);
     if (rows == 0) return;
     auto step = [&](index<1> at, auto o_s, auto do_s) {
       store(delta.rows(seq, at[0], row0, rows), row_sum(load<float>(o_s) * load<float>(do_s)));
-      if (dq_accum.data) store_rows(zeros<float, BR, D>(), rows, [&](int r) { return dq_accum.row(seq, at[0], row0 + r); });
+      if (dq_accum.data) {  // the whole block, padding included: every reduction adds to all of it
+        float* block = dq_accum.part(seq, b, at[0], row0, 0);
+        store_rows(zeros<float, BR, D>(), BR, [&](int r) { return block + r * D; });
+      }
     };
     auto rows_of = [b = seq.batch, r = seq.q0 + row0](auto h) { return idx(b, r, h, 0); };
     emit_pipeline(step, grid(heads), in_specs(spec<rows_tile>(rows_of), spec<rows_tile>(rows_of)))(ctx, o, d_o);
@@ -284,8 +308,18 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
   static constexpr bool split_dq = FusedDq && D >= 128;
   static constexpr int dq_cols = split_dq ? D / 2 : D;
   static constexpr int ds_buffers = split_dq ? 2 : 1;
-  static constexpr std::uint32_t scratch_bytes = 2 * (1 + ds_buffers) * scratch_view::bytes;  // per compute warpgroup: P, dS
-  attention_backward_detail::dq_rows dq_accum;  // FusedDq: dQ in f32, zeroed by the delta kernel
+  /// Fused dQ: a warpgroup's share of a step (64 x 64 floats) goes to SMEM (tp::store_packed),
+  /// from where one thread adds it to the accumulator in global memory with a bulk reduction
+  /// that runs on while the step goes on. Two buffers where SMEM holds them (head dim 64): a
+  /// step rewrites one after the reduction of two steps back has read it. At head dim 128 one:
+  /// the reduction issued in a step has until the next step's P and dS are stored.
+  static constexpr std::uint32_t dq_part_bytes = FusedDq ? BM * dq_cols * sizeof(float) : 0;
+  static_assert(!FusedDq || (BM == 64 && dq_cols == 64), "tilepipe: a dQ share is one 64 x 64 part of dq_tiles");
+  static constexpr std::uint32_t pds_bytes = 2 * (1 + ds_buffers) * scratch_view::bytes;  // per compute warpgroup: P, dS
+  static constexpr int dq_buffers =
+      (2 * BN * D + 4 * BM * D) * sizeof(T) + pds_bytes + 2 * 2 * dq_part_bytes + 4096 <= smem_capacity ? 2 : 1;
+  static constexpr std::uint32_t scratch_bytes = pds_bytes + 2 * dq_buffers * dq_part_bytes;
+  attention_backward_detail::dq_tiles dq_accum;  // FusedDq: dQ in f32, zeroed by the delta kernel
   // K and V in two slots where SMEM holds them beside two Q and two dO slots, the scratch, the
   // barriers and each allocation's 1024-byte alignment (head dim 64): the next tile's K and V
   // then land while this tile runs. At head dim 128 they load after its last step.
@@ -302,7 +336,11 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
     auto ds_smem = [&](int w, int b) {
       return scratch_view{reinterpret_cast<T*>(scratch + ((1 + ds_buffers) * w + 1 + b) * scratch_view::bytes), 0};
     };
-    int step_parity = 0;  // split_dq: the dS buffer of this step (both warpgroups run every step)
+    // This compute warpgroup's dQ buffer b.
+    auto dq_smem = [&](int b) {
+      return reinterpret_cast<float*>(scratch + pds_bytes + (dq_buffers * ci + b) * dq_part_bytes);
+    };
+    int step_parity = 0;  // FusedDq: the dS and dQ buffers of this step (both warpgroups run every step)
 
     auto tile_pipeline = [&](attention_tile t) {  // t.head: the KV head, t.m_block: the key block
       const sequence seq = batch.of(ctx, t.batch);
@@ -353,13 +391,16 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           const scratch_view p_s = p_smem(), ds_s = ds_smem(ci, buffer);
           store(p_s, p);
           store(ds_s, p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
-          // P and dS in 16 bits: their transposed views are dV's and dK's A operands.
-          commit_smem();
-          if constexpr (split_dq) ctx.team_sync();  // the other warpgroup's dS is in SMEM too
+          // P and dS in 16 bits: their transposed views are dV's and dK's A operands. The
+          // same barrier lets this step's dQ buffer go (its last reduction has read it).
+          if constexpr (FusedDq) commit_smem<dq_buffers - 1>(reads_done);
+          else commit_smem();
+          // The other warpgroup's dS is in SMEM too: each reads both for its half of dQ's columns.
+          if constexpr (split_dq) ctx.team_sync();
           if constexpr (FusedDq) {
             // dQ's share of this step first (dS is stored times the scale: no factor left to
-            // apply): its reductions then run under dV's and dK's products, and its
-            // accumulator is free again before they complete.
+            // apply): it goes to SMEM under dV's and dK's products, and its accumulator is
+            // free again before they complete.
             accumulator<BM, dq_cols> acc_dq;
             if constexpr (split_dq) {
               const int c0 = ci * dq_cols;
@@ -371,9 +412,11 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
             wgmma(acc_dv, transpose(p_s), do_s);
             wgmma(acc_dk, transpose(ds_s), q_s);
             wgmma_wait<2>(acc_dq);
+            float* dq_s = dq_smem(dq_buffers > 1 ? step_parity : 0);
             step_parity ^= 1;
-            float* first = dq_accum.row(seq, head, i0) + (split_dq ? ci * dq_cols : 0);
-            reduce_add_rows(acc_dq, min(rows_left, BM), [&](int r) { return first + r * dq_accum.row_stride; });
+            store_packed(dq_s, acc_dq);
+            commit_smem();
+            reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, split_dq ? ci : 0), BM * dq_cols);
             wgmma_wait<0>(acc_dv, acc_dk);
           } else {
             wgmma(acc_dv, transpose(p_s), do_s);
@@ -406,8 +449,11 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           out_specs(), ws, max_concurrent_steps<2>, context);
     };
     auto loop = persistent_pipelines<attention_tile, scratch_bytes>(ws, ctx, tile_pipeline, k, v, q, d_o);
-    scratch = ctx.allocate(scratch_bytes, "P and dS of each compute warpgroup");
+    scratch = ctx.allocate(scratch_bytes, FusedDq ? "P, dS and dQ of each compute warpgroup" : "P and dS of each compute warpgroup");
     loop.run(ctx.axis_index(0), tiles.tiles(), ctx.axis_size(0), [&](int j) { return tiles.at(j); });
+    // The last reductions read SMEM, which must outlive them.
+    if constexpr (FusedDq)
+      if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>(reads_done);
   }
 
   tilepipe::launch_config config(int workers, void* stream) const { return {.grid = {workers}, .stream = stream}; }
@@ -418,23 +464,27 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
 template <class T, int D>
 struct attention_backward_dq_convert_kernel {
   static constexpr int num_threads = 1;
-  static constexpr int BR = 64;
+  static constexpr int BR = 64;  // dq_tiles' blocks
 
   attention_backward_detail::batch_layout batch;
-  attention_backward_detail::dq_rows dq_accum;
+  attention_backward_detail::dq_tiles dq_accum;
   int heads = 0;
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4> dq) const {
     using namespace attention_backward_detail;
-    const sequence seq = batch.of(ctx, ctx.axis_index(1));
+    const int b = ctx.axis_index(1);
+    const sequence seq = batch.of(ctx, b);
     const int row0 = ctx.axis_index(0) * BR, rows = clamp_rows(seq.sq - row0, BR);
+    if (rows == 0) return;
 #pragma unroll 1
-    for (int h = 0; h < heads; ++h) {
-      const auto f = load_rows<float, BR, D>(rows, [&](int r) { return dq_accum.row(seq, h, row0 + r); });
-      store_rows(f, rows, [&](int r) {
-        return dq.data + seq.batch * dq.stride[0] + (seq.q0 + row0 + r) * dq.stride[1] + h * dq.stride[2];
-      });
-    }
+    for (int h = 0; h < heads; ++h)
+#pragma unroll
+      for (int part = 0; part < D / 64; ++part) {
+        const auto f = load_packed<float, BR, 64>(dq_accum.part(seq, b, h, row0, part));
+        store_rows(f, rows, [&](int r) {
+          return dq.data + seq.batch * dq.stride[0] + (seq.q0 + row0 + r) * dq.stride[1] + h * dq.stride[2] + 64 * part;
+        });
+      }
   }
 };
 
@@ -463,7 +513,7 @@ tensor_view<T, 4> stand_in(const tensor_view<T, 4>& rows, long long heads) {
 template <class T, int D, bool FusedDq>
 void launch_dkdv(const device& dev, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
                  const tensor_view<T, 4>& rows, const tensor_view<T, 4>& grads, const tensor_view<T, 4>& dk,
-                 const tensor_view<T, 4>& dv, const attention_backward_params& params, const dq_rows& dq_accum,
+                 const tensor_view<T, 4>& dv, const attention_backward_params& params, const dq_tiles& dq_accum,
                  int batches, int max_sk, bool masked, void* stream) {
   attention_backward_dkdv_kernel<T, D, FusedDq> dkdv{params};
   dkdv.dq_accum = dq_accum;
@@ -477,7 +527,7 @@ template <class T, int D>
 void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
             const tensor_view<T, 4>& o, const tensor_view<T, 4>& d_o, const tensor_view<T, 4>& dq,
             const tensor_view<T, 4>& dk, const tensor_view<T, 4>& dv, const attention_backward_params& params,
-            const dq_rows& dq_accum, int batches, const attention_backward_options& opt) {
+            const dq_tiles& dq_accum, int batches, const attention_backward_options& opt) {
   const int hq = static_cast<int>(q.shape[2]), hkv = static_cast<int>(k.shape[2]);
   const batch_layout& batch = params.batch;
   const int max_sq = batch.cu_seqlens_q ? batch.max_seqlen_q : batch.seqlen_q;
@@ -569,15 +619,21 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   params.scale_log2 = params.scale * 1.4426950408889634f;
   params.window_left = opt.window_left, params.window_right = opt.causal ? 0 : opt.window_right;
 
-  // The single pass's dQ accumulator, shaped as q (rows of Hq x D floats), the caller's or
-  // one of this call's.
-  dq_rows dq_accum;
+  // The single pass's dQ accumulator in 64-row blocks (dq_tiles), the caller's or one of this
+  // call's.
+  dq_tiles dq_accum;
   tensor<float, 1> owned_dq;
   if (!opt.deterministic && rows > 0) {
+    if (reinterpret_cast<std::uintptr_t>(opt.dq_workspace) % 16 != 0)
+      detail::throw_formatted("attention_backward: dq_workspace must be 16-byte aligned (bulk reductions add to it)");
+    const long long padded_rows = varlen ? q.shape[1] + 64LL * batches : (row_count + 63) / 64 * 64;
     dq_accum.data = opt.dq_workspace;
-    if (!dq_accum.data) owned_dq = tensor<float, 1>(dev, {rows * d}), dq_accum.data = owned_dq.data();
-    dq_accum.row_stride = hq * d, dq_accum.batch_stride = varlen ? 0 : row_count * hq * d;
-    dq_accum.head_dim = static_cast<int>(d);
+    if (!dq_accum.data) {
+      owned_dq = tensor<float, 1>(dev, {attention_backward_dq_workspace_size(batches, row_count, hq, d, varlen)});
+      dq_accum.data = owned_dq.data();
+    }
+    dq_accum.head_stride = padded_rows * d, dq_accum.batch_stride = varlen ? 0 : hq * padded_rows * d;
+    dq_accum.head_dim = static_cast<int>(d), dq_accum.varlen = varlen;
   }
   if (d == 64) launch<T, 64>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);
   else launch<T, 128>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);

@@ -327,6 +327,30 @@ TP_HD TP_FORCEINLINE void wait_smem_to_gmem(reads_done_t) {
   prim::warpgroup_sync();
 }
 
+/// commit_smem() and wait_smem_to_gmem<N>(tp::reads_done) under one barrier: this
+/// warpgroup's SMEM writes visible to TMA and wgmma, and its store groups but the newest N
+/// done reading shared memory, for a step that rewrites a buffer such a store reads.
+template <int N>
+TP_HD TP_FORCEINLINE void commit_smem(reads_done_t) {
+  prim::fence_proxy_async();
+  if (prim::leader()) prim::bulk_wait_read<N>();
+  prim::warpgroup_sync();
+}
+
+/// Adds `count` f32 values at src (this warpgroup's shared memory, written and committed with
+/// commit_smem) to those at dst in global memory, element by element, as one bulk group
+/// (Pallas' copy_smem_to_gmem with reduction_op="add"). Each addition is atomic: the CTAs
+/// that add to the same values do so in any order, which the sums' last bits depend on.
+/// Both 16-byte aligned, count a multiple of 4; wait with wait_smem_to_gmem<N>(reads_done)
+/// before rewriting src. With no_pipelining it is waited for at once.
+TP_HD TP_FORCEINLINE void reduce_add_smem_to_gmem(const float* src, float* dst, int count) {
+  if (prim::leader()) {
+    prim::bulk_reduce_add(dst, src, static_cast<std::uint32_t>(count) * sizeof(float));
+    prim::bulk_commit();
+    if (prim::no_pipelining()) prim::bulk_wait<0>();
+  }
+}
+
 /// Starts loading block `bi` of `src` into `dst`; completes on `bar` (arrives once with
 /// the block's transaction bytes). Wait with barrier_wait.
 template <class T, class L, int Rows, bool Tr, int Cols, class G>

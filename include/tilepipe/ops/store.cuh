@@ -124,24 +124,31 @@ TP_HD TP_FORCEINLINE void store_rows(const fragment<T, M, N>& f, int rows, RowOf
   }
 }
 
-/// Adds rows r < rows of an M x N f32 fragment to f32 rows in global memory, row r at
-/// row_of(r) as store_rows writes them, by reductions (prim::reduce_add_pair, two
-/// neighbouring columns each): several CTAs add to the same rows, in any order.
-template <int M, int N, class RowOf>
-TP_HD TP_FORCEINLINE void reduce_add_rows(const fragment<float, M, N>& f, int rows, RowOf&& row_of) {
-  prim::tile_registers<M, N>::for_each_pair(
-      [&](float x, float y, prim::tile_index e) {
-        if (e.row < rows) prim::reduce_add_pair(row_of(e.row) + e.col, x, y);
-      },
-      f.v);
-}
-
 /// Reads rows r < rows of an M x N fragment of type T from global memory, row r from
 /// row_of(r) as store_rows writes them; rows past `rows` are 0.
 template <class T, int M, int N, class RowOf>
 TP_HD TP_FORCEINLINE fragment<T, M, N> load_rows(int rows, RowOf&& row_of) {
   fragment<T, M, N> f;
   f.for_each([&](T& x, int r, int c) { x = from_float<T>(r < rows ? to_float(row_of(r)[c]) : 0.0f); });
+  return f;
+}
+
+/// Writes a fragment to M x N consecutive elements of shared memory at dst (16-byte aligned)
+/// in the backend's register order (prim::tile_registers::store_packed): on the GPU 16-byte
+/// stores without bank conflicts, for a buffer that a bulk copy moves as it is
+/// (reduce_add_smem_to_gmem) and load_packed reads back. Follow it with commit_smem().
+template <class T, int M, int N>
+TP_HD TP_FORCEINLINE void store_packed(T* dst, const fragment<T, M, N>& f) {
+  prim::note_smem_write(dst, sizeof(T) * M * N, "tp::store_packed");
+  prim::tile_registers<M, N>::store_packed(dst, f.v);
+}
+
+/// Reads a fragment from M x N consecutive elements of global memory at src (16-byte aligned)
+/// in the order store_packed writes them.
+template <class T, int M, int N>
+TP_HD TP_FORCEINLINE fragment<T, M, N> load_packed(const T* src) {
+  fragment<T, M, N> f;
+  prim::tile_registers<M, N>::load_packed(src, f.v);
   return f;
 }
 

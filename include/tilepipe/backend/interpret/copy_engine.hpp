@@ -1,5 +1,5 @@
 // The TMA copy engine of a simulated cluster: loads complete on mbarriers
-// (mbarrier_table.hpp), stores in bulk groups per warpgroup, each performed when its group
+// (mbarrier_table.hpp), stores and bulk reductions in bulk groups per warpgroup, each performed when its group
 // is waited for (copy_mode::eager: at issue, still counted in its group). Copies are
 // recorded in the launch's event log and tracked by the race detectors (SMEM granules,
 // swizzle included; a store to a symmetric buffer also by the devices' peer_memory).
@@ -42,6 +42,17 @@ class copy_engine {
     if (!det_) return 0;
     const std::uint32_t id = det_->start(access_kind::tma_store, wg, steps_[wg], "");
     det_->access(id, box_granules(d, src_off));
+    return id;
+  }
+
+  /// Tells the race detector about a bulk copy (no tensor map) reading [src_off, src_off + bytes) for wg.
+  std::uint32_t track_bulk_read(int wg, std::uint32_t src_off, std::uint32_t bytes, const char* what) {
+    if (!det_) return 0;
+    const std::uint32_t id = det_->start(access_kind::tma_store, wg, steps_[wg], what);
+    granules_.clear();
+    for (std::uint32_t g = src_off / granule_bytes; g < (src_off + bytes + granule_bytes - 1) / granule_bytes; ++g)
+      granules_.push_back(g);
+    det_->access(id, granules_);
     return id;
   }
 

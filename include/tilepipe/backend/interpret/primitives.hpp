@@ -82,18 +82,6 @@ TP_HD TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned total)
 // The warpgroup is one thread: its own value is the answer.
 TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value) { return value; }
 
-// ---- reductions in global memory ------------------------------------------------------
-
-// Atomic, as on the GPU (the warpgroups of a cluster are host threads). The sums arrive in
-// the order the CTAs run (interpret::options::shuffle_ctas draws another), so their last
-// bits depend on it, as on the GPU.
-TP_HD TP_FORCEINLINE void reduce_add_pair(float* address, float x, float y) {
-  TP_REQUIRE(reinterpret_cast<std::uintptr_t>(address) % 8 == 0,
-             "reduce_add_pair: the address must be 8-byte aligned (red.global.add.v2.f32)");
-  std::atomic_ref<float>(address[0]).fetch_add(x, std::memory_order_relaxed);
-  std::atomic_ref<float>(address[1]).fetch_add(y, std::memory_order_relaxed);
-}
-
 // ---- signals between devices -----------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) {
@@ -243,6 +231,32 @@ TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const 
   for (int i = 0; i < R; ++i) e.coords[i] = coords[i];
   c.log.record(e);
   c.copies.issue_store(interpret::current().wg, std::move(copy));
+}
+
+// A store of its group (performed when the group is waited for) whose writes are atomic
+// adds, as on the GPU: the CTAs' sums meet in the order the CTAs run.
+TP_HD TP_FORCEINLINE void bulk_reduce_add(float* dst, const float* src, std::uint32_t bytes) {
+  TP_REQUIRE(reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
+                 bytes % 16 == 0,
+             "bulk_reduce_add: addresses must be 16-byte aligned and the size a multiple of 16 bytes "
+             "(cp.reduce.async.bulk)");
+  auto& c = interpret::cta();
+  const int wg = interpret::current().wg;
+  const std::uint32_t src_off = c.memory.offset(src, bytes, "bulk reduction source");
+  interpret::pending_copy copy;
+  copy.bytes = bytes;
+  copy.what = "bulk reduction";
+  unsigned char* smem = c.memory.base();
+  copy.perform = [dst, smem, src_off, n = bytes / 4] {
+    for (std::uint32_t i = 0; i < n; ++i) {
+      float x;
+      std::memcpy(&x, smem + src_off + 4 * i, 4);
+      std::atomic_ref<float>(dst[i]).fetch_add(x, std::memory_order_relaxed);
+    }
+  };
+  copy.op = c.copies.track_bulk_read(wg, src_off, bytes, "a bulk reduction (cp.reduce.async.bulk)");
+  c.log.record({interpret::event::tma_store, 0, wg, src_off, 0, 0, {}});
+  c.copies.issue_store(wg, std::move(copy));
 }
 
 TP_HD TP_FORCEINLINE void bulk_commit() { interpret::cta().copies.commit_stores(interpret::current().wg); }

@@ -6,6 +6,8 @@
 #include "../../core/dtypes.cuh"
 #include "../primitives.cuh"  // the declarations defined here
 
+#include <cstring>
+
 namespace tilepipe::prim {
 
 template <int M>
@@ -57,6 +59,16 @@ struct tile_registers {
 
   template <class T>
   TP_HD static TP_FORCEINLINE void pin(storage<T>&) {}
+
+  // Row-major, as the thread holds the tile.
+  template <class T>
+  TP_HD static TP_FORCEINLINE void store_packed(T* p, const storage<T>& v) {
+    std::memcpy(p, v, sizeof(storage<T>));
+  }
+  template <class T>
+  TP_HD static TP_FORCEINLINE void load_packed(const T* p, storage<T>& v) {
+    std::memcpy(v, p, sizeof(storage<T>));
+  }
 
   static constexpr bool has_matrix_store = false;
 };

@@ -68,10 +68,6 @@ TP_HD TP_FORCEINLINE bool warpgroup_sync_any(bool value) {
   return sm90::named_barrier_sync_or(warpgroup_barrier_base + warpgroup_index(), warpgroup_size, value);
 }
 
-// ---- reductions in global memory ------------------------------------------------------
-
-TP_HD TP_FORCEINLINE void reduce_add_pair(float* address, float x, float y) { sm90::reduce_add_pair(address, x, y); }
-
 // ---- signals between devices -----------------------------------------------------------
 
 TP_HD TP_FORCEINLINE void signal_add(unsigned* sem, unsigned inc) { sm90::signal_add(sem, inc); }
@@ -148,6 +144,10 @@ TP_HD TP_FORCEINLINE void tma_load_multicast(const tma_desc& map, void* dst, con
 template <int R>
 TP_HD TP_FORCEINLINE void tma_store(const tma_desc& map, const void* src, const int (&coords)[R]) {
   sm90::tma_store(&map.map, coords, src);
+}
+
+TP_HD TP_FORCEINLINE void bulk_reduce_add(float* dst, const float* src, std::uint32_t bytes) {
+  sm90::bulk_reduce_add(dst, src, bytes);
 }
 
 TP_HD TP_FORCEINLINE void bulk_commit() { sm90::bulk_commit(); }

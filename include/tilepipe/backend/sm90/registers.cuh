@@ -128,6 +128,35 @@ struct tile_registers {
       for (int i = 0; i < per_block; ++i) sm90::fence_register(v[b][i]);
   }
 
+  /// Register group j (registers 4 j' .. 4 j' + 3 of a block, j counted over the blocks) of
+  /// thread t at elements 4 (128 j + t) ..: a warp's access is 512 contiguous bytes.
+  template <class T>
+  struct alignas(4 * sizeof(T)) quad {
+    T v[4];
+  };
+  template <class T>
+  TP_HD static TP_FORCEINLINE void store_packed(T* p, const storage<T>& v) {
+    const int t = static_cast<int>(threadIdx.x % warpgroup_size);
+#pragma unroll
+    for (int b = 0; b < blocks; ++b)
+#pragma unroll
+      for (int j = 0; j < per_block / 4; ++j)
+        reinterpret_cast<quad<T>*>(p)[(b * per_block / 4 + j) * warpgroup_size + t] = {
+            {v[b][4 * j], v[b][4 * j + 1], v[b][4 * j + 2], v[b][4 * j + 3]}};
+  }
+  template <class T>
+  TP_HD static TP_FORCEINLINE void load_packed(const T* p, storage<T>& v) {
+    const int t = static_cast<int>(threadIdx.x % warpgroup_size);
+#pragma unroll
+    for (int b = 0; b < blocks; ++b)
+#pragma unroll
+      for (int j = 0; j < per_block / 4; ++j) {
+        const quad<T> q = reinterpret_cast<const quad<T>*>(p)[(b * per_block / 4 + j) * warpgroup_size + t];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[b][4 * j + e] = q.v[e];
+      }
+  }
+
   static constexpr bool has_matrix_store = true;
 
   /// One stmatrix per 16 rows x 16 columns of each warp. Registers 4 j, 4 j + 2, 4 j + 4

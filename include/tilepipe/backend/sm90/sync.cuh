@@ -92,11 +92,6 @@ TP_DEVICE TP_FORCEINLINE bool counter_arrive_last(unsigned* counter, unsigned to
   return last;
 }
 
-/// red.global.add.v2.f32: two neighbouring floats in one reduction (sm_90).
-TP_DEVICE TP_FORCEINLINE void reduce_add_pair(float* address, float x, float y) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(address), "f"(x), "f"(y) : "memory");
-}
-
 /// bar.red.or on a named barrier: synchronises `threads` threads and ORs their predicates.
 TP_DEVICE TP_FORCEINLINE bool named_barrier_sync_or(int id, int threads, bool value) {
   std::uint32_t any;

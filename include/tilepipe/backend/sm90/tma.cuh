@@ -1,5 +1,5 @@
 // sm_90 tensor memory accelerator: tiled loads with zero fill, stores with clipping, bulk
-// async groups (CCCL cuda::ptx). Device pass only (through sm90/primitives.cuh).
+// reductions into global memory, bulk async groups (CCCL cuda::ptx). Device pass only (through sm90/primitives.cuh).
 #pragma once
 
 #include "../../core/config.cuh"
@@ -16,6 +16,10 @@ TP_DEVICE TP_FORCEINLINE void tma_load(void* dst, const void* map, const int (&c
 template <int R>
 TP_DEVICE TP_FORCEINLINE void tma_store(const void* map, const int (&coords)[R], const void* src) {
   cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_global, cuda::ptx::space_shared, map, coords, src);
+}
+
+TP_DEVICE TP_FORCEINLINE void bulk_reduce_add(float* dst, const float* src, std::uint32_t bytes) {
+  cuda::ptx::cp_reduce_async_bulk(cuda::ptx::space_global, cuda::ptx::space_shared, cuda::ptx::op_add, dst, src, bytes);
 }
 
 TP_DEVICE TP_FORCEINLINE void bulk_commit() { cuda::ptx::cp_async_bulk_commit_group(); }
