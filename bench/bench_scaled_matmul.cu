@@ -1,6 +1,8 @@
 // fp8 matmul with scales (kernels/scaled_matmul.cuh) in every scaling mode beside tp::matmul
 // in bf16 on the same shape (the rate fp8 should double), timed in alternating batches.
-// Prints TFLOP/s and the ratio to bf16; writes JSON. cuBLASLt's fp8 (torch._scaled_mm), the
+// Prints TFLOP/s and the ratio to bf16; writes JSON. "block" passes A's scales M-major (as
+// torch._scaled_mm and DeepGEMM take them: loaded by TMA into SMEM), "block_row_major_scales"
+// row-major [M, K/128] (read from global memory by the compute warpgroups). cuBLASLt's fp8 (torch._scaled_mm), the
 // issue's peer, is bench/scaled_matmul_peers_torch.py on the same shapes and mode names;
 // bench/scaled_matmul_table.py joins the two (rows keyed by "case" = MODE_MxNxK), and
 // `scripts/gpu-run bench-fp8` runs them in alternating rounds.
@@ -20,6 +22,7 @@ struct mode {
   const char* name;
   fp8_scaling scaling;
   bool promote;
+  bool m_major_a = false;  // block: A's scales M-major (TMA into SMEM), else row-major (plain loads)
 };
 
 }  // namespace
@@ -34,7 +37,8 @@ int main(int argc, char** argv) {
   const mode modes[] = {{"per_tensor", fp8_scaling::per_tensor, false},
                         {"per_tensor_promoted", fp8_scaling::per_tensor, true},
                         {"row_wise", fp8_scaling::row_wise, false},
-                        {"block", fp8_scaling::block, true}};
+                        {"block", fp8_scaling::block, true, true},
+                        {"block_row_major_scales", fp8_scaling::block, true}};
   std::vector<std::string> rows;
   // 4096^3, 8192^3 and DeepSeek-V3's linear shapes (N x K) at 4096 tokens.
   for (auto [m, n, k] : {std::array<long long, 3>{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 7168, 2048},
@@ -60,9 +64,11 @@ int main(int argc, char** argv) {
                                                 : md.scaling == fp8_scaling::row_wise ? std::array<long long, 2>{n, 1}
                                                                                        : std::array<long long, 2>{(n + 127) / 128, kb};
       const auto sa = bench::random_tensor<float, 2>(dev, sa_shape, 7), sb = bench::random_tensor<float, 2>(dev, sb_shape, 8);
+      const auto sa_storage = bench::random_tensor<float, 2>(dev, {kb, (m + 3) / 4 * 4}, 7);  // M-major: [K/128, M]
+      const tp::tensor_view<float, 2> sa_view = md.m_major_a ? tp::m_major_scales(sa_storage, m) : sa.view();
       auto bf16 = [&](int i) { tp::matmul<tp::bf16>(dev, a16[i], b16[i], tp::b_layout::col_major, c); };
       auto fp8 = [&](int i) {
-        tp::scaled_matmul<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(dev, a8[i], b8[i], c, md.scaling, sa, sb,
+        tp::scaled_matmul<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(dev, a8[i], b8[i], c, md.scaling, sa_view, sb,
                                                                  {.promote = md.promote});
       };
       const auto [bf16_ms, fp8_ms] = bench::paired_ms(bf16, fp8, sets);

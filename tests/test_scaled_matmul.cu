@@ -71,17 +71,31 @@ std::vector<double> reference(const quantised<TA>& a, const quantised<TB>& b, lo
   return ref;
 }
 
-/// Runs tp::scaled_matmul on the operands; returns C.
+/// A's block scales M-major, as the kernel loads them with TMA (tp::m_major_scales): the
+/// storage [ceil(K/128), ld], its padding past M NaN, so that a scale read from the wrong
+/// place shows.
+template <class T>
+tp::tensor<float, 2> m_major_storage(const quantised<T>& a) {
+  const long long m = a.scale_rows, kb = a.scale_cols, ld = (m + 3) / 4 * 4 + 4;
+  std::vector<float> h(kb * ld, NAN);
+  for (long long r = 0; r < m; ++r)
+    for (long long c = 0; c < kb; ++c) h[c * ld + r] = a.scales[r * kb + c];
+  return tp::tensor<float, 2>::from_host(test::dev(), {kb, ld}, h);
+}
+
+/// Runs tp::scaled_matmul on the operands (with m_major_a, A's block scales M-major); returns C.
 template <class TC, class TA, class TB>
 std::vector<TC> run(const quantised<TA>& a, const quantised<TB>& b, long long M, long long N, long long K,
-                    fp8_scaling scaling, const tp::scaled_matmul_options& opt = {}) {
+                    fp8_scaling scaling, const tp::scaled_matmul_options& opt = {}, bool m_major_a = false) {
   const auto& dev = test::dev();
   auto ta = tp::tensor<TA, 2>::from_host(dev, {M, K}, a.q);
   auto tb = tp::tensor<TB, 2>::from_host(dev, {N, K}, b.q);
   auto sa = tp::tensor<float, 2>::from_host(dev, a.scale_shape(), a.scales);
+  tp::tensor<float, 2> sa_m_major;
+  if (m_major_a) sa_m_major = m_major_storage(a);
   auto sb = tp::tensor<float, 2>::from_host(dev, b.scale_shape(), b.scales);
   auto c = tp::tensor<TC, 2>::from_host(dev, {M, N}, std::vector<TC>(M * N, tp::from_float<TC>(NAN)));
-  tp::scaled_matmul<TA, TB, TC>(dev, ta, tb, c, scaling, sa, sb, opt);
+  tp::scaled_matmul<TA, TB, TC>(dev, ta, tb, c, scaling, m_major_a ? tp::m_major_scales(sa_m_major, M) : sa.view(), sb, opt);
   return c.to_host();
 }
 
@@ -114,7 +128,8 @@ double tolerance() {
 }
 
 template <class TA, class TB, class TC>
-void check(long long M, long long N, long long K, fp8_scaling scaling, bool extreme = false, bool promote = false) {
+void check(long long M, long long N, long long K, fp8_scaling scaling, bool extreme = false, bool promote = false,
+           bool m_major_a = false) {
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   const long long blocks = scaling == fp8_scaling::block ? (K + 127) / 128 : 1;
@@ -122,10 +137,11 @@ void check(long long M, long long N, long long K, fp8_scaling scaling, bool extr
   auto mild = [](long long) { return -2.0; };
   const auto a = extreme ? make_operand<TA>(M, K, scaling, true, rng, ex.for_a()) : make_operand<TA>(M, K, scaling, true, rng, mild);
   const auto b = extreme ? make_operand<TB>(N, K, scaling, false, rng, ex.for_b()) : make_operand<TB>(N, K, scaling, false, rng, mild);
-  const auto c = run<TC>(a, b, M, N, K, scaling, {.promote = promote});
+  const auto c = run<TC>(a, b, M, N, K, scaling, {.promote = promote}, m_major_a);
   EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, scaling)), tolerance<TC>())
       << tp::dtype_traits<TA>::name << " x " << tp::dtype_traits<TB>::name << " -> " << tp::dtype_traits<TC>::name << " " << M << "x" << N << "x" << K << " "
-      << name_of(scaling) << (extreme ? ", extreme scales" : "") << (promote ? ", promoted" : "") << ", seed " << seed;
+      << name_of(scaling) << (extreme ? ", extreme scales" : "") << (promote ? ", promoted" : "")
+      << (m_major_a ? ", A's scales M-major" : "") << ", seed " << seed;
 }
 
 }  // namespace
@@ -153,6 +169,21 @@ TEST(ScaledMatmul, BlockScaled) {
   check<tp::fp8_e5m2, tp::fp8_e5m2, tp::bf16>(77, 200, 272, fp8_scaling::block);
 }
 
+// A's block scales M-major (tp::m_major_scales): the memory warpgroup loads a step's k-blocks
+// of the tile's rows with TMA into each stage, the k-step reads them from SMEM. Odd M, N not
+// a multiple of the tile (C's rows stay 16-byte aligned for TMA), K not a multiple of 128 (an odd number of k-blocks: the last step's second k-block past K),
+// several row tiles and a partial one, scales drawn per row and k-block (a scale read for the
+// wrong row, k-block or step shows), the storage's padding NaN.
+TEST(ScaledMatmul, BlockScaledMMajorScales) {
+  const long long s = test::on_gpu() ? 8 : 1;
+  check<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(203 * s, 136 * s, 400, fp8_scaling::block, false, false, true);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(131, 264, 528, fp8_scaling::block, false, false, true);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(61, 136, 16, fp8_scaling::block, false, false, true);  // one partial k-block
+  check<tp::fp8_e5m2, tp::fp8_e4m3, tp::bf16>(77, 200, 656, fp8_scaling::block, false, false, true);
+  check<tp::fp8_e4m3, tp::fp8_e4m3, float>(257, 136, 912, fp8_scaling::block, true, false, true);  // extreme scales
+  check<tp::fp8_e4m3, tp::fp8_e4m3, tp::bf16>(1, 24, 272, fp8_scaling::block, false, false, true);  // one row
+}
+
 // Per-tensor and row-wise scales with the sums promoted every 128 of K (the block-scaled
 // kernel's k-step with unit scales, the mode's scales in the epilogue).
 TEST(ScaledMatmul, PromotedPerTensorAndRowWise) {
@@ -177,31 +208,31 @@ TEST(ScaledMatmul, BiasAndRelu) {
   std::mt19937_64 rng(test::fresh_seed());
   const long long M = 130, N = 264, K = 272;
   auto mild = [](long long) { return -2.0; };
-  for (auto scaling : {fp8_scaling::per_tensor, fp8_scaling::block}) {
+  for (auto [scaling, m_major_a] : {std::pair{fp8_scaling::per_tensor, false}, {fp8_scaling::block, false},
+                                    {fp8_scaling::block, true}}) {
     const auto a = make_operand<tp::fp8_e4m3>(M, K, scaling, true, rng, mild);
     const auto b = make_operand<tp::fp8_e4m3>(N, K, scaling, false, rng, mild);
     const auto hbias = test::random_values<tp::bf16>(N, rng(), -50.0f, 50.0f);
     auto bias = tp::tensor<tp::bf16, 1>::from_host(test::dev(), {N}, hbias);
     std::vector<double> dbias(N);
     for (long long j = 0; j < N; ++j) dbias[j] = tp::to_float(hbias[j]);
-    const auto c = run<tp::bf16>(a, b, M, N, K, scaling, {.bias = bias.data(), .act = tp::activation::relu});
-    EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, scaling, dbias)), 6e-3) << name_of(scaling);
+    const auto c = run<tp::bf16>(a, b, M, N, K, scaling, {.bias = bias.data(), .act = tp::activation::relu}, m_major_a);
+    EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, scaling, dbias)), 6e-3)
+        << name_of(scaling) << (m_major_a ? ", A's scales M-major" : "");
   }
 }
 
 // Activations quantised by tp::quantize_fp8 (1 x 128 groups, its scale = amax / 448), weights
-// by 128 x 128 blocks on the host: the product of the dequantised operands.
+// by 128 x 128 blocks on the host: the product of the dequantised operands. quantize_fp8
+// writes A's scales row-major, and M-major (tp::m_major_scales, the layout the kernel loads
+// with TMA), which must dequantise to x.
 TEST(ScaledMatmul, BlockScaledFromQuantizeFp8) {
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
-  const long long M = test::on_gpu() ? 1000 : 100, N = 264, K = 400, kb = (K + 127) / 128;
+  const long long M = test::on_gpu() ? 1000 : 101, N = 264, K = 400, kb = (K + 127) / 128;
   const auto& dev = test::dev();
   const auto hx = test::random_values<tp::bf16>(M * K, rng(), -3.0f, 3.0f);
   auto x = tp::tensor<tp::bf16, 2>::from_host(dev, {M, K}, hx);
-  tp::tensor<tp::fp8_e4m3, 2> qa(dev, {M, K});
-  tp::tensor<float, 2> sa(dev, {M, kb});
-  tp::quantize_fp8<tp::bf16>(dev, x, qa, sa);
-  quantised<tp::fp8_e4m3> a{qa.to_host(), sa.to_host(), M, kb};
 
   // B: 128 x 128 blocks, each scaled to its largest magnitude.
   std::uniform_real_distribution<double> value(-1.0, 1.0), magnitude(-3.0, 3.0);
@@ -218,17 +249,37 @@ TEST(ScaledMatmul, BlockScaledFromQuantizeFp8) {
   for (long long j = 0; j < N; ++j)
     for (long long k = 0; k < K; ++k)
       b.q.push_back(tp::from_float<tp::fp8_e4m3>(static_cast<float>(w[j * K + k] / b.scales[(j / 128) * kb + k / 128])));
-  const auto c = run<float>(a, b, M, N, K, fp8_scaling::block);
-  EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, fp8_scaling::block)), tolerance<float>()) << "seed " << seed;
+
+  for (bool m_major : {false, true}) {
+    tp::tensor<tp::fp8_e4m3, 2> qa(dev, {M, K});
+    tp::tensor<float, 2> sa(dev, {M, kb}), storage(dev, {kb, (M + 3) / 4 * 4});
+    tp::quantize_fp8<tp::bf16>(dev, x, qa, m_major ? tp::m_major_scales(storage, M) : sa.view());
+    quantised<tp::fp8_e4m3> a{qa.to_host(), {}, M, kb};
+    if (!m_major) a.scales = sa.to_host();
+    const auto hs = storage.to_host();
+    for (long long r = 0; m_major && r < M; ++r)
+      for (long long g = 0; g < kb; ++g) a.scales.push_back(hs[g * storage.shape(1) + r]);
+    double num = 0, den = 0;  // q * scale against x
+    for (long long i = 0; i < M; ++i)
+      for (long long k = 0; k < K; ++k) {
+        const double xv = tp::to_float(hx[i * K + k]), d = tp::to_float(a.q[i * K + k]) * a.scale(i, k, fp8_scaling::block, true) - xv;
+        num += d * d, den += xv * xv;
+      }
+    EXPECT_LT(std::sqrt(num / den), 0.04) << "dequantised A against x" << (m_major ? ", scales M-major" : "");
+    const auto c = run<float>(a, b, M, N, K, fp8_scaling::block, {}, m_major);
+    EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, fp8_scaling::block)), tolerance<float>())
+        << (m_major ? "A's scales M-major, " : "") << "seed " << seed;
+  }
 }
 
 // Block scales with the last wave split by stream-K: the pieces of a tile start at other
-// k-blocks (their scales' column), and their partial sums, already scaled, add up.
+// k-blocks (their scales' column; with A's scales M-major, the index map of their SMEM
+// blocks), and their partial sums, already scaled, add up.
 TEST(ScaledMatmul, BlockScaledStreamK) {
   using T = tp::fp8_e4m3;
   using kernel = tp::scaled_matmul_kernel<T, T, float, tp::scale_epilogue<fp8_scaling::block, tp::no_epilogue>>;
   std::mt19937_64 rng(test::fresh_seed());
-  const long long M = test::on_gpu() ? 1300 : 300, N = 264, K = 1040;
+  const long long M = test::on_gpu() ? 1300 : 299, N = 264, K = 1040;
   auto mild = [](long long) { return -2.0; };
   const auto a = make_operand<T>(M, K, fp8_scaling::block, true, rng, mild);
   const auto b = make_operand<T>(N, K, fp8_scaling::block, false, rng, mild);
@@ -236,15 +287,25 @@ TEST(ScaledMatmul, BlockScaledStreamK) {
   auto ta = tp::tensor<T, 2>::from_host(dev, {M, K}, a.q);
   auto tb = tp::tensor<T, 2>::from_host(dev, {N, K}, b.q);
   auto sa = tp::tensor<float, 2>::from_host(dev, a.scale_shape(), a.scales);
+  auto sa_m_major = m_major_storage(a);
   auto sb = tp::tensor<float, 2>::from_host(dev, b.scale_shape(), b.scales);
   const int sms = test::on_gpu() ? dev.multiprocessors() : 4;
   tp::partials_buffer partials(dev, kernel::partial_slots(sms), kernel::partial_floats);
-  auto kern = kernel::make(M, N, K, {{sa.data(), a.scale_rows, a.scale_cols, a.scale_cols, 1},
-                                     {sb.data(), b.scale_rows, b.scale_cols, b.scale_cols, 1}, {}}, partials.ref());
-  kern.sched.stream_k_min_saving = 0;
-  ASSERT_TRUE(kern.sched.plan(sms).streams()) << "the last wave is not split";
+  auto split = [&](auto kern) {
+    kern.sched.stream_k_min_saving = 0;
+    EXPECT_TRUE(kern.sched.plan(sms).streams()) << "the last wave is not split";
+    return kern;
+  };
+  const tp::scale_epilogue<fp8_scaling::block, tp::no_epilogue> epi{
+      {sa.data(), a.scale_rows, a.scale_cols, a.scale_cols, 1}, {sb.data(), b.scale_rows, b.scale_cols, b.scale_cols, 1}, {}};
+  const auto kern = split(kernel::make(M, N, K, epi, partials.ref()));
   const auto c = tp::kernel(kern, kern.config(sms), tp::out_type<float>(M, N))(dev, ta, tb).to_host();
   EXPECT_LT(test::rel_error(c, reference(a, b, M, N, K, fp8_scaling::block)), tolerance<float>());
+  const auto smem_kern = split(tp::with_a_scales<kernel>::make(M, N, K, epi, partials.ref()));
+  const auto a_scales = tp::m_major_scales(sa_m_major, M);
+  const tp::tensor_view<float, 2> sa_t{a_scales.data, {a_scales.shape[1], M}, {a_scales.stride[1], 1}, a_scales.on_gpu};
+  const auto c2 = tp::kernel(smem_kern, smem_kern.config(sms), tp::out_type<float>(M, N))(dev, ta, tb, sa_t).to_host();
+  EXPECT_LT(test::rel_error(c2, reference(a, b, M, N, K, fp8_scaling::block)), tolerance<float>()) << "A's scales M-major";
 }
 
 // The tensor core adds fp8 products into an accumulator of about 14 significant bits,

@@ -1,7 +1,7 @@
 // The epilogue store of the warp-specialised matmul kernels (CUTLASS's epilogue): each
 // compute warpgroup converts its accumulator chunk by chunk into two SMEM buffers in turn
-// and stores each chunk with TMA, without waiting for the stores: they drain while the
-// next tile computes.
+// (or one, where SMEM is short) and stores each chunk with TMA, without waiting for the
+// stores: they drain while the next tile computes.
 #pragma once
 
 #include "../context.cuh"
@@ -14,20 +14,22 @@
 
 namespace tilepipe {
 
-/// Two SMEM chunk buffers (View: one chunk, e.g. tp::smem<T, tile<block<64, 64>, ...>>) per
-/// compute warpgroup, and the store through them.
-template <class View, int ComputeWgs>
+/// Buffers SMEM chunk buffers (View: one chunk, e.g. tp::smem<T, tile<block<64, 64>, ...>>)
+/// per compute warpgroup, and the store through them. With one buffer, a chunk waits until
+/// the store of the one before it has read the buffer (DeepGEMM's epilogue).
+template <class View, int ComputeWgs, int Buffers = 2>
 class chunked_store_epilogue {
  public:
+  static_assert(Buffers == 1 || Buffers == 2, "tilepipe: chunked_store_epilogue: one or two buffers per warpgroup");
   /// The shared memory allocate() takes.
-  static constexpr std::uint32_t smem_bytes = 2 * ComputeWgs * View::bytes;
+  static constexpr std::uint32_t smem_bytes = Buffers * ComputeWgs * View::bytes;
 
   /// Allocates the buffers of every compute warpgroup (all warpgroups, collectively) and
   /// keeps compute warpgroup ci's.
   TP_HD void allocate(kernel_context& ctx, int ci) {
     unsigned char* bufs = ctx.allocate(smem_bytes, "epilogue buffers");
-    for (int i = 0; i < 2; ++i)
-      buf_[i] = View{reinterpret_cast<typename View::value_type*>(bufs + (2 * ci + i) * View::bytes), 0};
+    for (int i = 0; i < Buffers; ++i)
+      buf_[i] = View{reinterpret_cast<typename View::value_type*>(bufs + (Buffers * ci + i) * View::bytes), 0};
   }
 
   /// Stores the accumulator chunk by chunk: chunk (rb, cb), View::rows x View::cols at row
@@ -38,8 +40,8 @@ class chunked_store_epilogue {
     constexpr int EM = View::rows, EN = View::cols;
     static_for<(WM / EM) * (BN / EN)>([&](auto chunk) {
       constexpr int rb = chunk.value / (BN / EN), cb = chunk.value % (BN / EN);
-      const View& buf = buf_[chunk.value % 2];
-      wait_smem_to_gmem<1>(reads_done);
+      const View& buf = buf_[chunk.value % Buffers];
+      wait_smem_to_gmem<Buffers - 1>(reads_done);
       store_block<rb * EM, cb * EN>(buf, acc);
       commit_smem();
       copy_smem_to_gmem(buf, c, block_of(rb, cb));
@@ -47,7 +49,7 @@ class chunked_store_epilogue {
   }
 
  private:
-  View buf_[2];
+  View buf_[Buffers];
 };
 
 }  // namespace tilepipe

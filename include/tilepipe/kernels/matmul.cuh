@@ -84,7 +84,13 @@ struct matmul_ws_kernel {
   using b_tile = std::conditional_t<BL == b_layout::row_major, tile<block<KS, BN>, swizzle<128>>,
                                     tile<block<BN, KS>, swizzle<SK>, box_rows<BN / Cluster>>>;
   using c_tile = tile<block<EM, EN>, swizzle<128>>;
+  // A's k-block scales as a pipeline input (with_a_scales): a step's k-blocks (rows) of the
+  // tile's BM rows (columns), from M-major scales [ceil(K/128), M]; 1 KB a stage.
+  using a_scale_tile = tile<block<KS / BK, BM>>;
   using c_view = smem<TC, c_tile>;
+  using a_ref = gmem<T, 2, a_tile>;
+  using b_ref = gmem<TB, 2, b_tile>;
+  using c_ref = gmem<TC, 2, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tiles: 64-row multiples per warpgroup, 64-column multiples");
   static_assert(sizeof(TB) == sizeof(T), "tilepipe: matmul_ws_kernel: A and B of one element size (B's type differs "
                                          "from A's only among the fp8 types)");
@@ -93,14 +99,21 @@ struct matmul_ws_kernel {
   Epilogue epilogue{};
   partials_ref partials{};  // stream-K workspace: a slot per compute warpgroup of the grid
 
-  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<TB, 2, b_tile> b,
-                        gmem<TC, 2, c_tile> c) const {
+  TP_HD void operator()(kernel_context& ctx, a_ref a, b_ref b, c_ref c) const { run(ctx, a, b, c); }
+
+  /// The kernel; a_scales: nothing, or (with_a_scales) A's scales, a third input of each
+  /// tile's pipeline that the promoting k-step reads from SMEM.
+  template <class... AScales>
+  TP_HD TP_FORCEINLINE void run(kernel_context& ctx, a_ref a, b_ref b, c_ref c, AScales... a_scales) const {
+    static_assert(sizeof...(AScales) == 0 || promotes, "tilepipe: A's k-block scales are read by promoting k-steps");
     const int ci = ws.compute_index(ctx);
     const int rank = ctx.cluster_rank(), worker = ctx.axis_index(0) / Cluster, workers = ctx.axis_size(0) / Cluster;
     const int a_row_blocks = static_cast<int>((a.shape[0] + BM - 1) / BM);
     auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
-    chunked_store_epilogue<c_view, compute_wgs> c_chunks;
+    // One chunk buffer per compute warpgroup where A's scales take SMEM: with bf16 output
+    // their three stages (3 KB, and 1 KB of barriers) leave 28 KB of the 32 two would take.
+    chunked_store_epilogue<c_view, compute_wgs, sizeof...(AScales) == 1 ? 1 : 2> c_chunks;
     [[maybe_unused]] accumulator<WM, BN> first, second;  // promoting_k_step's products of a step's k-blocks
     const matmul_k_step<WM, BN, BL == b_layout::col_major> step{acc, ci};
     auto tile_pipeline = [&](work_tile u) {  // u.tile: this CTA's tile
@@ -118,29 +131,36 @@ struct matmul_ws_kernel {
       });
       // A tile row past the matrix's edge (the last cluster's spare CTAs) reads the last
       // row block instead: its results are never stored, and an index map must stay inside.
-      auto a_map = [m = u.tile.m < a_row_blocks ? u.tile.m : a_row_blocks - 1, k0 = u.k_begin](auto k) {
-        return idx(m, k0 + k);
-      };
+      const int m = u.tile.m < a_row_blocks ? u.tile.m : a_row_blocks - 1;
+      auto a_map = [m, k0 = u.k_begin](auto k) { return idx(m, k0 + k); };
       auto b_map = [n = u.tile.n, k0 = u.k_begin](auto k) {
         if constexpr (BL == b_layout::row_major) return idx(k0 + k, n);
         else return idx(n, k0 + k);
       };
       constexpr int delay = promotes ? 0 : 1;  // the blocks a wgmma left in flight still reads
-      auto pipeline = [&](auto k_step) {
+      auto pipeline = [&](auto k_step, auto... a_scale_spec) {
         return emit_pipeline_warp_specialized(
             k_step, grid(u.k_end - u.k_begin),
             in_specs(spec<a_tile>(a_map, delay_release<delay>),
-                         spec<b_tile>(b_map, delay_release<delay>, multicast<Cluster>)),
+                         spec<b_tile>(b_map, delay_release<delay>, multicast<Cluster>), a_scale_spec...),
             out_specs(), ws, max_concurrent_steps<Stages>, context);
       };
-      if constexpr (promotes)
-        return pipeline(promoting_k_step<WM, BN, BK, Epilogue>{acc, first, second, ci, epilogue,
-                                                               static_cast<long long>(u.tile.m) * BM + ci * WM,
-                                                               static_cast<long long>(u.tile.n) * BN, 2 * u.k_begin,
-                                                               static_cast<int>((a.shape[1] + BK - 1) / BK)});
-      else return pipeline(step);
+      if constexpr (promotes) {
+        const promoting_k_step<WM, BN, BK, Epilogue> k_step{acc, first, second, ci, epilogue,
+                                                            static_cast<long long>(u.tile.m) * BM + ci * WM,
+                                                            static_cast<long long>(u.tile.n) * BN, 2 * u.k_begin,
+                                                            static_cast<int>((a.shape[1] + BK - 1) / BK)};
+        if constexpr (sizeof...(AScales) == 1) {  // the scales of A's block: its rows, the step's k-blocks
+          auto a_scale_map = [m, k0 = u.k_begin](auto k) { return idx(k0 + k, m); };
+          return pipeline(k_step, spec<a_scale_tile>(a_scale_map, delay_release<delay>));
+        } else {
+          return pipeline(k_step);
+        }
+      } else {
+        return pipeline(step);
+      }
     };
-    auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b);
+    auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b, a_scales...);
     c_chunks.allocate(ctx, ci);
 
     // The persistent loop: this cluster's tiles (a column of Cluster tiles each) and pieces
@@ -182,6 +202,26 @@ struct matmul_ws_kernel {
     // One CTA per SM: it gets all the shared memory (the pipeline and the epilogue buffers
     // fit: checked in operator() from the pipeline's smem_bytes).
     return {.grid = {tiles < sms && !streams ? tiles : sms / Cluster * Cluster}, .cluster = Cluster};
+  }
+};
+
+/// A promoting matmul_ws_kernel given A's k-block scales as an input, M-major: a
+/// [ceil(K/128), M] view contiguous along M (as DeepGEMM and torch._scaled_mm's block-wise
+/// mode store them), which TMA loads a step's k-blocks of a tile's rows at a time. The memory
+/// warpgroup loads them into each stage beside A's and B's blocks, so the k-step reads them
+/// from SMEM: loaded from global memory by the compute warpgroups, they waited on the k-loop's
+/// critical path. Launched with (a, b, a_scales, c).
+template <class Kernel>
+struct with_a_scales : Kernel {
+  static_assert(Kernel::promotes, "tilepipe: with_a_scales: A's k-block scales are read by promoting kernels");
+  TP_HD void operator()(kernel_context& ctx, typename Kernel::a_ref a, typename Kernel::b_ref b,
+                        gmem<float, 2, typename Kernel::a_scale_tile> a_scales, typename Kernel::c_ref c) const {
+    this->run(ctx, a, b, c, a_scales);
+  }
+  /// Kernel::make's kernel (the same arguments).
+  template <class... Args>
+  static with_a_scales make(const Args&... args) {
+    return {Kernel::make(args...)};
   }
 };
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "../ops/fragment.cuh"
+#include "../ops/store.cuh"
 #include "../ops/wgmma.cuh"
 
 namespace tilepipe {
@@ -43,6 +44,8 @@ concept k_block_scales = requires(const S& s, long long i, int kb) {
 /// flight into the next step while this one reads the other (C7514). When K has an odd number
 /// of k-blocks, the last step's second block lies past K (TMA fills it with zeros) and is not
 /// promoted. B's scale is one per k-block: the tile's BN columns lie in one block of B's scales.
+/// A's scales come from the step's SMEM block when the pipeline loads them (a third input:
+/// row j the step's j-th k-block, a column per row of the tile), else from the epilogue.
 template <int WM, int BN, int BK, k_block_scales Scales>
 struct promoting_k_step {
   accumulator<WM, BN>& acc;
@@ -54,12 +57,13 @@ struct promoting_k_step {
   int k0;                // the k-block of the pipeline's first step
   int k_blocks;          // k-blocks of the whole K
 
-  template <class At, class A, class B>
-  TP_HD void operator()(At at, A a_smem, B b_smem) const {
+  template <class At, class A, class B, class... AScales>
+  TP_HD void operator()(At at, A a_smem, B b_smem, AScales... a_scales) const {
     const int kb = k0 + 2 * static_cast<int>(at[0]);
     wgmma(first, rows<WM>(cols<BK>(a_smem, 0), ci * WM), transpose(cols<BK>(b_smem, 0)), false);
     wgmma(second, rows<WM>(cols<BK>(a_smem, BK), ci * WM), transpose(cols<BK>(b_smem, BK)), false);
-    const row_vector<WM> first_scales = scales_of(kb), second_scales = scales_of(kb + 1);  // load under the wgmmas
+    const row_vector<WM> first_scales = scales_of(kb, 0, a_scales...),  // load under the wgmmas
+        second_scales = scales_of(kb + 1, 1, a_scales...);
     wgmma_wait<1>(first);
     promote(first, first_scales);
     wgmma_wait<0>(second);
@@ -67,9 +71,13 @@ struct promoting_k_step {
   }
 
  private:
-  TP_HD row_vector<WM> scales_of(int kb) const {
+  /// a(row, kb) * b(col0, kb) for this warpgroup's rows; kb is the step's j-th k-block.
+  template <class... AScales>
+  TP_HD row_vector<WM> scales_of(int kb, int j, AScales... a_scales) const {
     const float sb = scales.b_scale(col0, kb);
-    return map(full<row_vector<WM>>(sb), [&](float v, int r) { return v * scales.a_scale(row0 + r, kb); });
+    if constexpr (sizeof...(AScales) == 1)
+      return load_row_vector(transpose(cols<WM>(rows<1>(a_scales..., j), ci * WM))) * sb;
+    else return map(full<row_vector<WM>>(sb), [&](float v, int r) { return v * scales.a_scale(row0 + r, kb); });
   }
   TP_HD void promote(const accumulator<WM, BN>& product, const row_vector<WM>& s) const {
     acc = zip(acc, broadcast_rows(product, s, [](float p, float f) { return p * f; }),

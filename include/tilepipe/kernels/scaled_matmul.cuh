@@ -3,6 +3,7 @@
 //     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::per_tensor, scale_a, scale_b);   // scales [1, 1]
 //     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::row_wise, scale_a, scale_b);     // [M, 1], [N, 1]
 //     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::block, scale_a, scale_b);        // [M, K/128], [N/128, K/128]
+//     tp::scaled_matmul(dev, a, b, c, tp::fp8_scaling::block, tp::m_major_scales(sa_storage, M), scale_b);  // faster
 //
 // A is [M, K] and B is [N, K], fp8 (e4m3, or e5m2 for gradients, each) with K contiguous: the
 // K-major layout fp8 wgmma requires (B as nn.Linear keeps its weights; torch._scaled_mm's
@@ -20,12 +21,21 @@
 // It is tp::matmul's kernel (matmul_ws_kernel) with fp8 operands and 128-wide k-steps: the
 // per-tensor and row-wise scales apply in its epilogue; block scales apply at every k-block,
 // where promoting_k_step adds each block's product, scaled, to the f32 accumulator in registers
-// (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh). The other modes
+// (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh). Block scales of
+// A stored M-major (M contiguous: [ceil(K/128), M] with 16-byte aligned rows, as DeepGEMM and
+// torch._scaled_mm's block-wise mode keep them; tp::m_major_scales) are loaded by the memory
+// warpgroup with TMA into each stage beside A's and B's blocks (with_a_scales), and the k-step
+// reads them from SMEM; scales of other strides are read from global memory by the compute
+// warpgroups, on the k-loop's critical path (slower). B's scale, one per k-block for a
+// tile, is read from global memory either way. The other modes
 // promote too with scaled_matmul_options::promote (the precision of torch._scaled_mm's
 // default), or leave the whole K to the tensor core's accumulator (faster; the default).
 #pragma once
 
 #include "matmul.cuh"
+
+#include <cstdint>
+#include <optional>
 
 namespace tilepipe {
 
@@ -36,7 +46,8 @@ enum class fp8_scaling {
   block,       // per 1 x 128 block of A and 128 x 128 block of B: [M, ceil(K/128)] and [ceil(N/128), ceil(K/128)]
 };
 
-/// A matrix of f32 scales in device memory, read with plain loads (any strides).
+/// A matrix of f32 scales in device memory, read with plain loads (any strides): B's block
+/// scales, A's where they are not M-major, and the scales the epilogue applies.
 struct scale_matrix {
   const float* data = nullptr;
   long long rows = 0, cols = 0, row_stride = 0, col_stride = 0;
@@ -115,23 +126,47 @@ inline scale_matrix scales_of(const tensor_view<float, 2>& s) {
   return {s.data, s.shape[0], s.shape[1], s.stride[0], s.stride[1]};
 }
 
-template <class TA, class TB, class TC, class Epilogue>
+/// scale_a of block scales as the [ceil(K/128), M] view with_a_scales loads by TMA, when it is
+/// M-major and aligned for it (M contiguous, the k-blocks' stride and the data 16-byte
+/// aligned); else none, and the k-step reads it from global memory.
+inline std::optional<tensor_view<float, 2>> tma_a_scales(const tensor_view<float, 2>& s) {
+  const tensor_view<float, 2> t{s.data, {s.shape[1], s.shape[0]}, {s.stride[1], s.stride[0]}, s.on_gpu};
+  const long long ld = host::effective_stride(t, 0);
+  if (host::effective_stride(t, 1) != 1 || ld <= 0 || ld % 4 != 0 || reinterpret_cast<std::uintptr_t>(s.data) % 16 != 0)
+    return std::nullopt;
+  return t;
+}
+
+/// Launches Kernel (scaled_matmul_kernel, or with_a_scales of it given the A scales' view).
+template <class Kernel, class TA, class TB, class TC, class Epilogue, class... AScales>
 void launch(const device& dev, const tensor_view<TA, 2>& a, const tensor_view<TB, 2>& b, const tensor_view<TC, 2>& c,
-            Epilogue epi, void* stream) {
-  using kernel_t = scaled_matmul_kernel<TA, TB, TC, Epilogue>;
+            Epilogue epi, void* stream, const AScales&... a_scales) {
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
-  const auto kern = kernel_t::make(a.shape[0], b.shape[0], a.shape[1], epi);
+  const auto kern = Kernel::make(a.shape[0], b.shape[0], a.shape[1], epi);
   auto cfg = kern.config(sms);
   cfg.stream = stream;
-  kernel(kern, cfg)(dev, a, b, c);
+  kernel(kern, cfg)(dev, a, b, a_scales..., c);
 }
 }  // namespace scaled_matmul_detail
+
+/// scale_a of block scales in the layout the block-scaled kernel loads with TMA: `storage`
+/// [ceil(K/128), ld] row-major (M-major: DeepGEMM's layout, and torch._scaled_mm's for
+/// block-wise scales), ld >= M a multiple of 4 (16-byte rows), seen as the [M, ceil(K/128)]
+/// view with strides (1, ld) that tp::quantize_fp8 writes and tp::scaled_matmul reads.
+///     tp::tensor<float, 2> storage(dev, {(K + 127) / 128, (M + 3) / 4 * 4});
+///     const auto scale_a = tp::m_major_scales(storage, M);
+inline tensor_view<float, 2> m_major_scales(const tensor<float, 2>& storage, long long m) {
+  tensor_view<float, 2> v = storage.view();
+  if (m > v.shape[1]) detail::throw_formatted("m_major_scales: %lld rows of scales in rows of %lld", m, v.shape[1]);
+  return {v.data, {m, v.shape[0]}, {1, v.stride[0]}, v.on_gpu};
+}
 
 /// c[M, N] = act(scaled(a[M, K] b[N, K]^T) + bias), a and b fp8 (e4m3 or e5m2 each: e5m2
 /// gradients times e4m3 weights in a backward pass), c bf16 or f32, with f32 scales as
 /// `scaling` says (the top of this file). a, b and c are read and written with TMA: last
 /// dimension contiguous, other strides and the data 16-byte aligned (K a multiple of 16); the
-/// scales may have any strides.
+/// scales may have any strides, and A's block scales are read fastest M-major
+/// (tp::m_major_scales: strides (1, ld), ld a multiple of 4, the data 16-byte aligned).
 template <class TA, class TB, class TC>
 void scaled_matmul(const device& dev, const tensor_view<TA, 2>& a, const tensor_view<TB, 2>& b,
                    const tensor_view<TC, 2>& c, fp8_scaling scaling, const tensor_view<float, 2>& scale_a,
@@ -159,11 +194,18 @@ void scaled_matmul(const device& dev, const tensor_view<TA, 2>& a, const tensor_
   host::require_tma_rows(a, "scaled_matmul", "a"), host::require_tma_rows(b, "scaled_matmul", "b");
   host::require_tma_rows(c, "scaled_matmul", "c");
   const scale_matrix sa = scaled_matmul_detail::scales_of(scale_a), sb = scaled_matmul_detail::scales_of(scale_b);
+  const auto tma_a_scales = scaling == fp8_scaling::block ? scaled_matmul_detail::tma_a_scales(scale_a) : std::nullopt;
   auto run = [&](auto then) {
     using then_t = decltype(then);
-    auto launch = [&](auto epi) { scaled_matmul_detail::launch(dev, a, b, c, epi, opt.stream); };
+    auto launch = [&](auto epi) {
+      scaled_matmul_detail::launch<scaled_matmul_kernel<TA, TB, TC, decltype(epi)>>(dev, a, b, c, epi, opt.stream);
+    };
     constexpr auto tensor = fp8_scaling::per_tensor, rows = fp8_scaling::row_wise, blocks = fp8_scaling::block;
-    if (scaling == blocks) launch(scale_epilogue<blocks, then_t>{sa, sb, then});
+    if (scaling == blocks && tma_a_scales) {
+      using epilogue_t = scale_epilogue<blocks, then_t>;
+      scaled_matmul_detail::launch<with_a_scales<scaled_matmul_kernel<TA, TB, TC, epilogue_t>>>(
+          dev, a, b, c, epilogue_t{sa, sb, then}, opt.stream, *tma_a_scales);
+    } else if (scaling == blocks) launch(scale_epilogue<blocks, then_t>{sa, sb, then});
     else if (scaling == tensor && opt.promote) launch(scale_epilogue<tensor, then_t, true>{sa, sb, then});
     else if (scaling == tensor) launch(scale_epilogue<tensor, then_t>{sa, sb, then});
     else if (opt.promote) launch(scale_epilogue<rows, then_t, true>{sa, sb, then});

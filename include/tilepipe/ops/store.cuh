@@ -162,4 +162,16 @@ TP_HD TP_FORCEINLINE fragment<T, Ref::rows, Ref::cols> load(const Ref& src) {
   return f;
 }
 
+/// Reads a row vector from an SMEM view of one column (M x 1): row r from src(r, 0). Values
+/// stored along a row (one per row of a tile: A's M-major scales) are read through its
+/// transpose: tp::load_row_vector(tp::transpose(tp::cols<64>(tp::rows<1>(s, j), c0))).
+template <class Ref>
+TP_HD TP_FORCEINLINE row_vector<Ref::rows> load_row_vector(const Ref& src) {
+  static_assert(is_smem_ref_v<Ref> && Ref::cols == 1, "tilepipe: load_row_vector reads an M x 1 SMEM view");
+  detail::note_view(src, false, "tp::load_row_vector");
+  row_vector<Ref::rows> v;
+  v.for_each([&](float& x, int r) { x = to_float(*src.ptr(r, 0)); });
+  return v;
+}
+
 }  // namespace tilepipe
