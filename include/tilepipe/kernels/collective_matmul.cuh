@@ -22,7 +22,9 @@
 //                    counter is signalled), and sends the sum on to the left neighbour with
 //                    ordinary stores (each compute warpgroup its 64 x 256 in the partial-sum
 //                    layout of sched/partials.cuh) and a signal; at the last step the shard is
-//                    this device's: stored to c.
+//                    this device's: stored to c. The partial sums cross in T, as NCCL's
+//                    reduce-scatter of T values sums them (half f32's bytes on the link; each
+//                    hop rounds the running sum once, which the f32 accumulator then extends).
 // Signals are per piece (a row block, a tile's partial sum), not per step: every device takes
 // the tiles in the same order, so a piece is sent about a step before its receiver needs it
 // and no CTA waits for the slowest CTA of the neighbour's previous step. Every shard has its
@@ -61,14 +63,14 @@ struct ring_matmul_kernel {
   static constexpr int block_m = BM, block_n = BN, block_k = BK;
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
-  static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
+  static constexpr long long partial_elements = WM * BN;       // one compute warpgroup's partial sum
   static constexpr bool gathers = Op == collective::all_gather;
   // A tile starts at a shard's first row, anywhere: the row index is an element offset.
   using a_tile = tile<block<element(BM), BK>, swizzle<SK>>;
   using b_tile = tile<block<BK, BN>, swizzle<128>>;
   /// What the left neighbour writes into: all-gather, A's row shards [D * slot_rows, K]
-  /// (moved by TMA); reduce-scatter, partial sums [D shards x max_tiles x compute_wgs slots].
-  using received_ref = std::conditional_t<gathers, symmetric<T, 2, a_tile>, symmetric<float, 1>>;
+  /// (moved by TMA); reduce-scatter, partial sums in T [D shards x max_tiles x compute_wgs slots].
+  using received_ref = std::conditional_t<gathers, symmetric<T, 2, a_tile>, symmetric<T, 1>>;
 
   int shard_rows[max_devices] = {};   // each device's shard: rows
   int shard_start[max_devices] = {};  // and first row in the whole matrix
@@ -182,7 +184,7 @@ struct ring_matmul_kernel {
           profile_scope stores(track, "store c");
           store_rows(c, shard_start[shard] + my_row, shard_start[shard] + shard_rows[shard], col0, acc);
         } else {
-          const long long slot = my_piece * partial_floats;  // this warpgroup's partial sum of the tile
+          const long long slot = my_piece * partial_elements;  // this warpgroup's partial sum of the tile
           if (s > 0) {
             {
               profile_scope waits(track, "wait partial");
@@ -243,7 +245,7 @@ template <class T, collective Op>
 class ring_matmul {
   using kernel_t = ring_matmul_kernel<T, Op>;
   using received_tensor =
-      std::conditional_t<Op == collective::all_gather, symmetric_tensor<T, 2>, symmetric_tensor<float, 1>>;
+      std::conditional_t<Op == collective::all_gather, symmetric_tensor<T, 2>, symmetric_tensor<T, 1>>;
   static constexpr const char* name = Op == collective::all_gather ? "all_gather_matmul" : "matmul_reduce_scatter";
 
  public:
@@ -305,7 +307,7 @@ class ring_matmul {
     if constexpr (Op == collective::all_gather)
       return received_tensor(group, {D * tiles_m * kernel_t::block_m, K}, "all_gather_matmul received shards");
     else
-      return received_tensor(group, {D * tiles_m * kern_.tiles_n * kernel_t::compute_wgs * kernel_t::partial_floats},
+      return received_tensor(group, {D * tiles_m * kern_.tiles_n * kernel_t::compute_wgs * kernel_t::partial_elements},
                              "matmul_reduce_scatter received partial sums");
   }
 

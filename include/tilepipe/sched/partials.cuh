@@ -34,8 +34,9 @@ struct partials_ref {
 };
 
 namespace detail {
-struct alignas(16) partial_quad {
-  float v[4];
+template <class S>
+struct alignas(4 * sizeof(S)) partial_quad {  // four of a thread's elements: one 16-byte (f32) or 8-byte store
+  S v[4];
 };
 
 /// Where a warpgroup's M x N accumulator lies in a slot: quad j of thread t at quad
@@ -52,36 +53,37 @@ struct partial_layout {
 };
 }  // namespace detail
 
-/// Every thread of the warpgroup: writes the accumulator into a slot of M x N floats (16-byte
-/// aligned; in this device's memory or a peer's) in the layout above. Synchronise before
-/// another warpgroup reads it (a flag, a semaphore).
-template <int M, int N>
-TP_HD TP_FORCEINLINE void store_partial(const accumulator<M, N>& acc, float* slot) {
+/// Every thread of the warpgroup: writes the accumulator into a slot of M x N elements of S
+/// (float, or a 16-bit type: the sums rounded, half the bytes; aligned to 4 elements; in this
+/// device's memory or a peer's) in the layout above. Synchronise before another warpgroup
+/// reads it (a flag, a semaphore).
+template <int M, int N, class S>
+TP_HD TP_FORCEINLINE void store_partial(const accumulator<M, N>& acc, S* slot) {
   using layout = detail::partial_layout<M, N>;
-  prim::note_gmem_access(slot, sizeof(float) * M * N, true, "tp::store_partial");
-  auto* dst = reinterpret_cast<detail::partial_quad*>(slot);
+  prim::note_gmem_access(slot, sizeof(S) * M * N, true, "tp::store_partial");
+  auto* dst = reinterpret_cast<detail::partial_quad<S>*>(slot);
   int e = 0, t = 0;  // the element's place in this thread's visiting order; the thread
-  detail::partial_quad q;
+  detail::partial_quad<S> q;
   acc.for_each([&](float v, int row, int col) {
     if (e == 0) t = layout::thread_of_first(row, col);
-    q.v[e % 4] = v;
+    q.v[e % 4] = from_float<S>(v);
     if (e % 4 == 3) dst[e / 4 * layout::threads + t] = q;
     ++e;
   });
 }
 
 /// Every thread of the warpgroup: adds a slot that store_partial wrote to the accumulator.
-template <int M, int N>
-TP_HD TP_FORCEINLINE void add_partial(accumulator<M, N>& acc, const float* slot) {
+template <int M, int N, class S>
+TP_HD TP_FORCEINLINE void add_partial(accumulator<M, N>& acc, const S* slot) {
   using layout = detail::partial_layout<M, N>;
-  prim::note_gmem_access(slot, sizeof(float) * M * N, false, "tp::add_partial");
-  const auto* src = reinterpret_cast<const detail::partial_quad*>(slot);
+  prim::note_gmem_access(slot, sizeof(S) * M * N, false, "tp::add_partial");
+  const auto* src = reinterpret_cast<const detail::partial_quad<S>*>(slot);
   int e = 0, t = 0;
-  detail::partial_quad q;
+  detail::partial_quad<S> q;
   acc.for_each([&](float& v, int row, int col) {
     if (e == 0) t = layout::thread_of_first(row, col);
     if (e % 4 == 0) q = src[e / 4 * layout::threads + t];
-    v += q.v[e % 4];
+    v += to_float(q.v[e % 4]);
     ++e;
   });
 }
