@@ -104,7 +104,10 @@ result bench_all_gather(tp::nccl_group& g, cublasHandle_t h, streams& st, const 
   const long long M = s.M * D;
   auto a = bench::random_tensor<bf16, 2>(dev, {s.M, s.K}, 11 + me);
   auto b = bench::random_tensor<bf16, 2>(dev, {s.K, s.N}, 97 + me);
-  tp::tensor<bf16, 2> gathered(dev, {M, s.K}), c(dev, {M, s.N});
+  // Random values for cuBLAS alone: on an unwritten (zero) matrix the tensor cores draw
+  // less power and run faster than on data (docs/benchmarks.md).
+  auto gathered = bench::random_tensor<bf16, 2>(dev, {M, s.K}, 13 + me);
+  tp::tensor<bf16, 2> c(dev, {M, s.N});
   tp::all_gather_matmul<bf16> ag(g.devices(), std::vector<long long>(static_cast<std::size_t>(D), s.M), s.K, s.N);
   result r{"all_gather_matmul", s, 0, 0, 0, 0, 2.0 * M * s.N * s.K};
   r.ours = time_ms([&](int) { ag(dev, a, b, c, nullptr, profile); });
