@@ -36,10 +36,12 @@ concept k_block_scales = requires(const S& s, long long i, int kb) {
 /// The k-step of block-scaled matmuls (DeepGEMM's promotion): each k-block's product goes
 /// into a fresh partial accumulator, then is multiplied by its scales and added to acc in f32
 /// registers. The tensor core sums fp8 products with about 14 significant bits; a whole K
-/// summed there loses what block scales keep. A step holds two k-blocks of BK: the first
-/// block's product is promoted while the second block's wgmmas run, the second's after them
-/// (the other compute warpgroup's wgmmas keep the tensor core busy meanwhile), so half the
-/// promotions wait for no wgmma. The step waits for all its wgmmas, so its blocks are free
+/// summed there loses what block scales keep. A step holds two k-blocks of BK, whose wgmmas
+/// are issued together, so a step waits once for two blocks' products (the other compute
+/// warpgroup's wgmmas keep the tensor core busy meanwhile). The first block's promotion is
+/// written between the two waits, to run under the second block's wgmmas, but ptxas places
+/// the second wait before it (SASS: DEPBAR.LE 1 then .LE 0, the FFMAs after both; the PTX has
+/// them between). The step waits for all its wgmmas, so its blocks are free
 /// when it returns (no delay_release): ptxas serialises every wgmma when a product stays in
 /// flight into the next step while this one reads the other (C7514). When K has an odd number
 /// of k-blocks, the last step's second block lies past K (TMA fills it with zeros) and is not
