@@ -249,6 +249,7 @@ TEST(ScaledGroupedMatmul, MaskedDecodeLayout) {
     check_masked({3, 0, 64, 1}, 64, 272, 128, m_major);
     check_masked({130, 0, 7}, 136, 400, 200, m_major);  // a group over one tile; an empty one
     check_masked({0, 0}, 16, 128, 128, m_major);        // nothing valid: nothing written
+    check_masked({5, 37, 0, 20}, 37, 272, 136, m_major);  // Mmax odd: groups start off 16-byte boundaries
   }
 }
 
