@@ -4,9 +4,11 @@
 // batches, the median of 15. Every shape's inputs exceed 200 MB (L2 holds 50), so one set
 // is used. The inputs repeat a pool of random values (filling gigabytes of weights from a
 // host generator would take minutes); 256 sampled outputs are checked against float64.
-// FLOPs: 2 M N K, M the routed rows.
+// FLOPs: 2 M N K, M the routed rows. dtype e4m3 runs the fp8 grouped matmul with block
+// scales (kernels/scaled_grouped_matmul.cuh; bench/grouped_matmul_fp8_shapes.txt, no peer yet).
 //   bench_grouped_matmul --shapes bench/grouped_matmul_shapes.txt --json out.json
 #include <tilepipe/kernels/grouped_matmul.cuh>
+#include <tilepipe/kernels/scaled_grouped_matmul.cuh>
 
 #include "../examples/common/grouped_routing.hpp"
 #include "bench_util.hpp"
@@ -58,6 +60,26 @@ tp::tensor<T, 1> pooled_tensor(const tp::device& dev, long long elements, const 
   return t;
 }
 
+/// Times call (batches of 10 between CUDA events, the median of 15) and prints the row.
+template <class Call>
+std::string time_and_report(const config& c, long long M, long long N, long long K, Call&& call, double worst) {
+  const bool ok = worst <= 1e-2;  // relative to the sum of |products|: bf16 rounding of the output
+
+  bench::batch_timer timer;
+  for (int i = 0; i < 3; ++i) timer.per_call(call, 10 * i, 10, 1);
+  std::vector<float> ms;
+  for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, 1));
+  const double med = bench::median(ms), tflops = 2.0 * M * N * K / (med * 1e-3) / 1e12;
+  std::printf("tilepipe G=%d rows=%lld K=%lld N=%lld %s rhs %s %s: %.3f ms  %.1f TFLOP/s  check %s (%.2e)\n", c.groups,
+              c.rows, K, N, c.routing.c_str(), c.layout.c_str(), c.dtype.c_str(), med, tflops, ok ? "ok" : "MISMATCH",
+              worst);
+  std::fflush(stdout);
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f, \"check\": \"%s\", \"check_err\": %.3e", med, tflops,
+                ok ? "ok" : "mismatch", worst);
+  return buf;
+}
+
 template <class T>
 std::string run(const tp::device& dev, const config& c) {
   const auto sizes = example::group_sizes(c.groups, c.rows, c.routing);
@@ -88,21 +110,51 @@ std::string run(const tp::device& dev, const config& c) {
     }
     worst = std::max(worst, std::abs(tp::to_float(ho[r * N + j]) - ref) / std::max(mag, 1e-6));
   }
-  const bool ok = worst <= 1e-2;  // relative to the sum of |products|: bf16 rounding of the output
+  return time_and_report(c, M, N, K, call, worst);
+}
 
-  bench::batch_timer timer;
-  for (int i = 0; i < 3; ++i) timer.per_call(call, 10 * i, 10, 1);
-  std::vector<float> ms;
-  for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, 1));
-  const double med = bench::median(ms), tflops = 2.0 * M * N * K / (med * 1e-3) / 1e12;
-  std::printf("tilepipe G=%d rows=%lld K=%lld N=%lld %s rhs %s %s: %.3f ms  %.1f TFLOP/s  check %s (%.2e)\n", c.groups,
-              c.rows, K, N, c.routing.c_str(), c.layout.c_str(), c.dtype.c_str(), med, tflops, ok ? "ok" : "MISMATCH",
-              worst);
-  std::fflush(stdout);
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "\"median_ms\": %.5f, \"tflops\": %.2f, \"check\": \"%s\", \"check_err\": %.3e", med, tflops,
-                ok ? "ok" : "mismatch", worst);
-  return buf;
+/// The fp8 grouped matmul with block scales (dtype e4m3, rhs nk): tp::scaled_grouped_matmul
+/// with A's scales M-major (the layout it loads with TMA) and scales in [0.5, 2].
+std::string run_fp8(const tp::device& dev, const config& c) {
+  using T = tp::fp8_e4m3;
+  if (c.layout != "nk") tp::detail::throw_formatted("bench_grouped_matmul: e4m3 needs rhs nk ([G, N, K], K-major)");
+  const auto sizes = example::group_sizes(c.groups, c.rows, c.routing);
+  const auto ends = example::group_ends(sizes);
+  const long long M = ends.back(), K = c.k, N = c.n, G = c.groups, kb = (K + 127) / 128, nb = (N + 127) / 128;
+  const long long ld = (M + 3) / 4 * 4;
+  const auto pool_a = random_pool<T>(1), pool_b = random_pool<T>(2);
+  auto a = pooled_tensor<T>(dev, M * K, pool_a), b = pooled_tensor<T>(dev, G * N * K, pool_b);
+  std::mt19937_64 srng(3);
+  std::uniform_real_distribution<float> unit(0.5f, 2.0f);
+  std::vector<float> hsa(static_cast<std::size_t>(kb * ld)), hsb(static_cast<std::size_t>(G * nb * kb));
+  for (auto& x : hsa) x = unit(srng);
+  for (auto& x : hsb) x = unit(srng);
+  auto sa_storage = tp::tensor<float, 2>::from_host(dev, {kb, ld}, hsa);
+  auto sb = tp::tensor<float, 3>::from_host(dev, {G, nb, kb}, hsb);
+  auto out = tp::tensor<tp::bf16, 1>(dev, {M * N});
+  auto offs = tp::tensor<int, 1>::from_host(dev, {G}, ends);
+  const tp::tensor_view<T, 2> lhs{a.data(), {M, K}, {K, 1}, true};
+  const tp::tensor_view<T, 3> rhs{b.data(), {G, N, K}, {N * K, K, 1}, true};
+  const tp::tensor_view<tp::bf16, 2> o{out.data(), {M, N}, {N, 1}, true};
+  const auto sa = tp::m_major_scales(sa_storage, M);
+  auto call = [&](int) { tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa, sb, offs.data(), o); };
+
+  call(0);
+  const auto ho = out.to_host();
+  double worst = 0;
+  std::mt19937_64 rng(11);
+  for (int s = 0; s < 256; ++s) {
+    const long long r = static_cast<long long>(rng() % M), j = static_cast<long long>(rng() % N);
+    const long long g = std::upper_bound(ends.begin(), ends.end(), r) - ends.begin();
+    double ref = 0, mag = 0;
+    for (long long k = 0; k < K; ++k) {
+      const double x = tp::to_float(pool_a[(r * K + k) % pool_size]) * hsa[(k / 128) * ld + r];
+      const double w = tp::to_float(pool_b[(g * N * K + j * K + k) % pool_size]) * hsb[(g * nb + j / 128) * kb + k / 128];
+      ref += x * w, mag += std::abs(x * w);
+    }
+    worst = std::max(worst, std::abs(tp::to_float(ho[r * N + j]) - ref) / std::max(mag, 1e-6));
+  }
+  return time_and_report(c, M, N, K, call, worst);
 }
 
 }  // namespace
@@ -123,7 +175,7 @@ int main(int argc, char** argv) {
   for (const config& c : read_shapes(shapes)) {
     std::string r;
     try {
-      r = c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
+      r = c.dtype == "e4m3" ? run_fp8(dev, c) : c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
       if (r.find("mismatch") != std::string::npos) status = 1;
     } catch (const tp::error& e) {
       std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());

@@ -21,11 +21,17 @@
 // and from registers with the rows clipped to the group when the group ends inside them
 // (TMA would write the next group's rows): rows of other groups, and the rows past a
 // masked group's count, are never written.
+//
+// The kernel is also the fp8 grouped matmul's (kernels/scaled_grouped_matmul.cuh): with an
+// epilogue that has per-k-block scales (k_block_scales), its k-step is matmul_ws_kernel's
+// promoting_k_step (two 128-wide k-blocks a step, each scaled into the f32 accumulator), and
+// with_a_scales adds A's M-major scales as a third input of each tile's pipeline.
 #pragma once
 
 #include "../sched/group_tiles.cuh"
 #include "../tilepipe.cuh"
 #include "chunked_store_epilogue.cuh"
+#include "matmul.cuh"
 #include "matmul_k_step.cuh"
 
 #include <cstdint>
@@ -40,14 +46,25 @@ struct grouped_matmul_options {
   void* stream = nullptr;  // cudaStream_t (GPU)
 };
 
-template <class T, rhs_layout L, int BM = 128, int BN = 256, int Stages = 4, int BK = 64>
+/// T: lhs's and rhs's element type; TC: out's. Epilogue: no_epilogue, or (fp8) scales per
+/// k-block (k_block_scales: scale_epilogue<fp8_scaling::block, ...>), which switch the k-step
+/// to promoting_k_step; their b_scale(col, kb) is asked for the column of the groups' weights
+/// side by side, each padded to whole 128-column blocks (group g's column j is
+/// g * ceil(N / 128) * 128 + j): B's scales [G, ceil(N/128), ceil(K/128)] stacked as
+/// [G * ceil(N/128), ceil(K/128)] read each group's own. MemRegs: the memory warpgroup's
+/// registers.
+template <class T, rhs_layout L, int BM = 128, int BN = 256, int Stages = 4, int BK = 64, class TC = T,
+          class Epilogue = no_epilogue, int MemRegs = 56>
 struct grouped_matmul_kernel {
   static constexpr int max_groups = 256;
-  static constexpr int block_n = BN, block_k = BK;
-  // Two compute warpgroups, the memory one last with 56 registers: at matmul_ws' 40, the
-  // group index and rhs's 3-D coordinates spill in its TMA issue loop (ptxas: 28 bytes for
-  // [G, K, N]); at 56 nothing spills and the compute warpgroups keep 224.
-  static constexpr warp_specialization<2, 56> ws{};
+  static constexpr bool promotes = k_block_scales<Epilogue>;  // scales per k-block, applied every block
+  static constexpr int KS = promotes ? 2 * BK : BK;            // K per step: promoting_k_step takes two k-blocks
+  static constexpr int block_n = BN, block_k = KS;
+  // Two compute warpgroups, the memory one last with MemRegs registers: 56 for the bf16
+  // kernel (at matmul_ws' 40, the group index and rhs's 3-D coordinates spill in its TMA issue
+  // loop, ptxas: 28 bytes for [G, K, N]; at 56 nothing spills and the compute warpgroups keep
+  // 224); the fp8 kernel's choice is in kernels/scaled_grouped_matmul.cuh.
+  static constexpr warp_specialization<2, MemRegs> ws{};
   static constexpr int num_threads = ws.num_threads;
   static constexpr int compute_wgs = ws.compute_wgs;
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
@@ -55,17 +72,31 @@ struct grouped_matmul_kernel {
   // Epilogue chunks of 64 x 32: the group tables take the SMEM that 64 x 64 chunks would.
   static constexpr int EM = 64, EN = 32;
   // lhs tiles start at any row (a group's first): the row index is an element offset.
-  using a_tile = tile<block<element(BM), BK>, swizzle<SK>>;
-  using b_tile = std::conditional_t<L == rhs_layout::kn, tile<block<squeezed, BK, BN>, swizzle<128>>,
-                                    tile<block<squeezed, BN, BK>, swizzle<SK>>>;
-  using c_tile = tile<block<element(EM), EN>, swizzle<EN * static_cast<int>(sizeof(T))>>;
-  using c_view = smem<T, c_tile>;
+  using a_tile = tile<block<element(BM), KS>, swizzle<SK>>;
+  using b_tile = std::conditional_t<L == rhs_layout::kn, tile<block<squeezed, KS, BN>, swizzle<128>>,
+                                    tile<block<squeezed, BN, KS>, swizzle<SK>>>;
+  using c_tile = tile<block<element(EM), EN>, swizzle<EN * static_cast<int>(sizeof(TC))>>;
+  // A's k-block scales as a pipeline input (with_a_scales): a step's k-blocks (rows) of the
+  // tile's BM rows (columns), from M-major scales [ceil(K/128), rows of lhs]. A TMA box's
+  // innermost start must be 16-byte aligned (the GPU faults otherwise) and a tile starts at
+  // any row: the box starts at the multiple of 4 rows at or before the tile's first row
+  // (an element offset) and is 4 columns wider; the k-step reads from the tile's column.
+  using a_scale_tile = tile<block<KS / BK, element(BM + 4)>>;
+  using c_view = smem<TC, c_tile>;
+  using a_ref = gmem<T, 2, a_tile>;
+  using b_ref = gmem<T, 3, b_tile>;
+  using c_ref = gmem<TC, 2, c_tile>;
   static_assert(WM % 64 == 0 && BN % EN == 0, "tilepipe: grouped_matmul tiles: 64-row multiples per warpgroup");
+  static_assert(!promotes || (BK == 128 && 128 % BN == 0 && L == rhs_layout::nk),
+                "tilepipe: promoting grouped matmul (per-k-block scales): k-blocks of 128 (BK = 128), a tile's columns "
+                "in one 128-column block of B's scales (BN divides 128), rhs [G, N, K]");
 
   scalar_source group_table;  // offsets (cumulative row ends) or, masked, valid rows per group
   int masked_stride = 0;      // masked layout: rows per group (Mmax); 0: offsets
   int total_rows = 0;         // rows of lhs (G * Mmax when masked)
   int tiles_n = 1, k_steps = 1;
+  Epilogue epilogue{};        // the scales (promoting kernels)
+  int k_blocks = 1;           // promoting kernels: k-blocks of BK in K
 
   /// Fails when group g's entry is impossible (only the device sees the table): in the
   /// interpreter and in TILEPIPE_DEBUG GPU builds. The inlined failure paths cost the release
@@ -91,7 +122,13 @@ struct grouped_matmul_kernel {
     int n;
   };
 
-  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 3, b_tile> b, gmem<T, 2, c_tile> c) const {
+  TP_HD void operator()(kernel_context& ctx, a_ref a, b_ref b, c_ref c) const { run(ctx, a, b, c); }
+
+  /// The kernel; a_scales: nothing, or (with_a_scales) A's scales, a third input of each
+  /// tile's pipeline that the promoting k-step reads from SMEM.
+  template <class... AScales>
+  TP_HD TP_FORCEINLINE void run(kernel_context& ctx, a_ref a, b_ref b, c_ref c, AScales... a_scales) const {
+    static_assert(sizeof...(AScales) == 0 || promotes, "tilepipe: A's k-block scales are read by promoting k-steps");
     const int ci = ws.compute_index(ctx);
     const group_rows<scalar_table> where{
         prefetch_scalars(ctx, group_table, masked_stride ? "group_counts" : "group_offsets", max_groups), masked_stride};
@@ -107,6 +144,7 @@ struct grouped_matmul_kernel {
 
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
     chunked_store_epilogue<c_view, compute_wgs> c_chunks;
+    [[maybe_unused]] accumulator<WM, BN> first, second;  // promoting_k_step's products of a step's k-blocks
     const matmul_k_step<WM, BN, L == rhs_layout::nk> step{acc, ci};
     auto tile_pipeline = [&](placed_tile p) {
       const group_tile t = p.rows;
@@ -116,11 +154,13 @@ struct grouped_matmul_kernel {
         pipeline();
         wgmma_wait<0>(acc);
         const int row0 = t.row0 + ci * WM, my_rows = t.rows - ci * WM;  // this warpgroup's rows of the group
+        if constexpr (!std::is_same_v<Epilogue, no_epilogue>)
+          acc = apply_epilogue(epilogue, acc, row0, static_cast<long long>(n) * BN);
         if (my_rows >= WM) {
           c_chunks.store(acc, c, [&](int rb, int cb) { return idx(row0 + rb * EM, n * (BN / EN) + cb); });
         } else if (my_rows > 0 && row0 >= 0) {  // the group ends inside these rows: store only its own
           const long long col0 = static_cast<long long>(n) * BN, cols = c.shape[1] - col0, rows_left = c.shape[0] - row0;
-          gmem_ref<T, 2> dst;
+          gmem_ref<TC, 2> dst;
           dst.data = c.data + row0 * c.stride[0] + col0;
           dst.shape[0] = my_rows < rows_left ? my_rows : rows_left, dst.shape[1] = cols < BN ? cols : BN;
           dst.stride[0] = c.stride[0], dst.stride[1] = 1;
@@ -132,12 +172,39 @@ struct grouped_matmul_kernel {
         if constexpr (L == rhs_layout::kn) return idx(g, k, n);
         else return idx(g, n, k);
       };
-      return emit_pipeline_warp_specialized(
-          step, grid(k_steps),
-          in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
-          max_concurrent_steps<Stages>, context);
+      constexpr int delay = promotes ? 0 : 1;  // the blocks a wgmma left in flight still reads
+      auto pipeline = [&](auto k_step, auto... a_scale_spec) {
+        return emit_pipeline_warp_specialized(
+            k_step, grid(k_steps),
+            in_specs(spec<a_tile>(a_map, delay_release<delay>), spec<b_tile>(b_map, delay_release<delay>),
+                     a_scale_spec...),
+            out_specs(), ws, max_concurrent_steps<Stages>, context);
+      };
+      if constexpr (promotes) {
+        // B's scales for the group's column (the class comment): its weights' padded columns.
+        const long long group_cols = static_cast<long long>((tiles_n * BN + 127) / 128) * 128;
+        const promoting_k_step<WM, BN, BK, Epilogue, true> k_step{acc,
+                                                                  first,
+                                                                  second,
+                                                                  ci,
+                                                                  epilogue,
+                                                                  static_cast<long long>(t.row0) + ci * WM,
+                                                                  t.group * group_cols + static_cast<long long>(n) * BN,
+                                                                  0,
+                                                                  k_blocks,
+                                                                  t.row0 & 3};
+        if constexpr (sizeof...(AScales) == 1) {  // the scales of the step's k-blocks, from the tile's rows' 16-byte boundary
+          auto a_scale_map = [row0 = t.row0 & ~3](auto k) { return idx(k, row0); };
+          return pipeline(k_step, spec<a_scale_tile>(a_scale_map, delay_release<delay>));
+        } else {
+          return pipeline(k_step);
+        }
+      } else {
+        return pipeline(step);
+      }
     };
-    auto loop = persistent_pipelines<placed_tile, c_chunks.smem_bytes + table_smem_bytes>(ws, ctx, tile_pipeline, a, b);
+    auto loop = persistent_pipelines<placed_tile, c_chunks.smem_bytes + table_smem_bytes>(ws, ctx, tile_pipeline, a, b,
+                                                                                          a_scales...);
     c_chunks.allocate(ctx, ci);
 
     // The persistent loop over (row tile, column tile) in bands of 8 row tiles.
@@ -165,38 +232,54 @@ struct grouped_matmul_kernel {
 
 namespace grouped_matmul_detail {
 
-template <class T, rhs_layout L>
-void run(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3>& rhs, const int* group_table,
-         int groups, int masked_stride, const tensor_view<T, 2>& out, const grouped_matmul_options& opt) {
-  using kernel_t = grouped_matmul_kernel<T, L>;
+/// The host's checks of a grouped matmul's operands (`fn` names the call in the messages,
+/// lhs_name and rhs_name its operands), and kern's schedule from their shapes. False when
+/// lhs has no rows: nothing to launch.
+template <class Kernel, class TA, class TB, class TC>
+bool prepare(Kernel& kern, const char* fn, const tensor_view<TA, 2>& lhs, const tensor_view<TB, 3>& rhs, rhs_layout L,
+             const int* group_table, int groups, int masked_stride, const tensor_view<TC, 2>& out,
+             const char* lhs_name = "lhs", const char* rhs_name = "rhs") {
   const long long M = lhs.shape[0], K = lhs.shape[1];
   const long long rk = L == rhs_layout::kn ? rhs.shape[1] : rhs.shape[2];
   const long long N = L == rhs_layout::kn ? rhs.shape[2] : rhs.shape[1];
-  if (groups < 1 || groups > kernel_t::max_groups)
-    detail::throw_formatted("grouped_matmul: %d groups; 1 to %d are supported", groups, kernel_t::max_groups);
+  if (groups < 1 || groups > Kernel::max_groups)
+    detail::throw_formatted("%s: %d groups; 1 to %d are supported", fn, groups, Kernel::max_groups);
   if (rhs.shape[0] != groups)
-    detail::throw_formatted("grouped_matmul: rhs has %lld groups, but the group table has %d", rhs.shape[0], groups);
-  if (!group_table) detail::throw_formatted("grouped_matmul: no group table (a device array of %d ints)", groups);
+    detail::throw_formatted("%s: %s has %lld groups, but the group table has %d", fn, rhs_name, rhs.shape[0], groups);
+  if (!group_table) detail::throw_formatted("%s: no group table (a device array of %d ints)", fn, groups);
   if (rk != K)
-    detail::throw_formatted("grouped_matmul: lhs has K = %lld columns, rhs's matrices have K = %lld (layout %s)", K, rk,
-                            L == rhs_layout::kn ? "[G, K, N]" : "[G, N, K]");
+    detail::throw_formatted("%s: %s has K = %lld columns, %s's matrices have K = %lld (layout %s)", fn, lhs_name, K,
+                            rhs_name, rk, L == rhs_layout::kn ? "[G, K, N]" : "[G, N, K]");
   if (out.shape[0] != M || out.shape[1] != N)
-    detail::throw_formatted("grouped_matmul: out is %lld x %lld, expected %lld x %lld (rows of lhs x N)", out.shape[0],
-                            out.shape[1], M, N);
-  if (K < 1 || N < 1) detail::throw_formatted("grouped_matmul: K = %lld and N = %lld must be positive", K, N);
-  if (M > 0x7fffffffLL - kernel_t::max_groups * 128LL)
-    detail::throw_formatted("grouped_matmul: %lld rows exceed the 32-bit row indices", M);
-  host::require_tma_rows(lhs, "grouped_matmul", "lhs"), host::require_tma_rows(rhs, "grouped_matmul", "rhs");
-  host::require_tma_rows(out, "grouped_matmul", "out");
-  if (M == 0) return;
-  kernel_t kern;
+    detail::throw_formatted("%s: out is %lld x %lld, expected %lld x %lld (rows of %s x N)", fn, out.shape[0],
+                            out.shape[1], M, N, lhs_name);
+  if (K < 1 || N < 1) detail::throw_formatted("%s: K = %lld and N = %lld must be positive", fn, K, N);
+  if (M > 0x7fffffffLL - Kernel::max_groups * 128LL)
+    detail::throw_formatted("%s: %lld rows exceed the 32-bit row indices", fn, M);
+  host::require_tma_rows(lhs, fn, lhs_name), host::require_tma_rows(rhs, fn, rhs_name);
+  host::require_tma_rows(out, fn, "out");
   kern.group_table = {group_table, groups};
   kern.masked_stride = masked_stride;
   kern.total_rows = static_cast<int>(M);
-  kern.tiles_n = static_cast<int>((N + kernel_t::block_n - 1) / kernel_t::block_n);
-  kern.k_steps = static_cast<int>((K + kernel_t::block_k - 1) / kernel_t::block_k);
+  kern.tiles_n = static_cast<int>((N + Kernel::block_n - 1) / Kernel::block_n);
+  kern.k_steps = static_cast<int>((K + Kernel::block_k - 1) / Kernel::block_k);
+  return M > 0;
+}
+
+/// Launches kern on (lhs, rhs, extra..., out): one CTA per SM at most.
+template <class Kernel, class TA, class TB, class TC, class... Extra>
+void launch(const device& dev, const Kernel& kern, const tensor_view<TA, 2>& lhs, const tensor_view<TB, 3>& rhs,
+            const tensor_view<TC, 2>& out, void* stream, const Extra&... extra) {
   const int sms = dev.is_gpu() ? dev.multiprocessors() : 4;
-  kernel(kern, kern.config(sms, opt.stream))(dev, lhs, rhs, out);
+  kernel(kern, kern.config(sms, stream))(dev, lhs, rhs, extra..., out);
+}
+
+template <class T, rhs_layout L>
+void run(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view<T, 3>& rhs, const int* group_table,
+         int groups, int masked_stride, const tensor_view<T, 2>& out, const grouped_matmul_options& opt) {
+  grouped_matmul_kernel<T, L> kern;
+  if (prepare(kern, "grouped_matmul", lhs, rhs, L, group_table, groups, masked_stride, out))
+    launch(dev, kern, lhs, rhs, out, opt.stream);
 }
 
 template <class T>
@@ -209,11 +292,11 @@ void dispatch(const device& dev, const tensor_view<T, 2>& lhs, const tensor_view
 
 /// [G, Mmax, C] as the [G * Mmax, C] rows it stacks (the groups must lie back to back).
 template <class T>
-tensor_view<T, 2> stacked(const tensor_view<T, 3>& t, const char* name) {
+tensor_view<T, 2> stacked(const tensor_view<T, 3>& t, const char* name, const char* fn = "grouped_matmul_masked") {
   if (t.shape[0] > 1 && t.stride[0] != t.shape[1] * t.stride[1])
-    detail::throw_formatted("grouped_matmul_masked: %s's groups must lie back to back (stride %lld in dimension 0, "
+    detail::throw_formatted("%s: %s's groups must lie back to back (stride %lld in dimension 0, "
                             "expected %lld rows x %lld)",
-                            name, t.stride[0], t.shape[1], t.stride[1]);
+                            fn, name, t.stride[0], t.shape[1], t.stride[1]);
   return {t.data, {t.shape[0] * t.shape[1], t.shape[2]}, {t.stride[1], t.stride[2]}, t.on_gpu};
 }
 

@@ -47,8 +47,12 @@ concept k_block_scales = requires(const S& s, long long i, int kb) {
 /// of k-blocks, the last step's second block lies past K (TMA fills it with zeros) and is not
 /// promoted. B's scale is one per k-block: the tile's BN columns lie in one block of B's scales.
 /// A's scales come from the step's SMEM block when the pipeline loads them (a third input:
-/// row j the step's j-th k-block, a column per row of the tile), else from the epilogue.
-template <int WM, int BN, int BK, k_block_scales Scales>
+/// row j the step's j-th k-block, a column per row of the tile from column a_scale_shift on),
+/// else from the epilogue.
+/// ShiftedAScales: A's SMEM scales block starts at the 16-byte boundary at or before the
+/// tile's first row (the grouped kernel), and the step reads from column a_scale_shift; else
+/// the block's columns are the tile's rows (the dense kernel, whose code is unchanged by it).
+template <int WM, int BN, int BK, k_block_scales Scales, bool ShiftedAScales = false>
 struct promoting_k_step {
   accumulator<WM, BN>& acc;
   accumulator<WM, BN>& first;   // a step's first k-block's product
@@ -58,6 +62,10 @@ struct promoting_k_step {
   long long row0, col0;  // this warpgroup's first row, the tile's first column
   int k0;                // the k-block of the pipeline's first step
   int k_blocks;          // k-blocks of the whole K
+  // ShiftedAScales: the column of A's SMEM scales block that holds the tile's first row, the
+  // row's distance from the 16-byte boundary where the block's TMA box starts (a box's
+  // innermost start must be 16-byte aligned; the grouped kernel's tiles start at any row).
+  int a_scale_shift = 0;
 
   template <class At, class A, class B, class... AScales>
   TP_HD void operator()(At at, A a_smem, B b_smem, AScales... a_scales) const {
@@ -77,7 +85,9 @@ struct promoting_k_step {
   template <class... AScales>
   TP_HD row_vector<WM> scales_of(int kb, int j, AScales... a_scales) const {
     const float sb = scales.b_scale(col0, kb);
-    if constexpr (sizeof...(AScales) == 1)
+    if constexpr (sizeof...(AScales) == 1 && ShiftedAScales)
+      return load_row_vector<WM>(transpose(rows<1>(a_scales..., j)), a_scale_shift + ci * WM) * sb;
+    else if constexpr (sizeof...(AScales) == 1)
       return load_row_vector(transpose(cols<WM>(rows<1>(a_scales..., j), ci * WM))) * sb;
     else return map(full<row_vector<WM>>(sb), [&](float v, int r) { return v * scales.a_scale(row0 + r, kb); });
   }

@@ -174,4 +174,21 @@ TP_HD TP_FORCEINLINE row_vector<Ref::rows> load_row_vector(const Ref& src) {
   return v;
 }
 
+/// Reads N rows of an SMEM view of one column from row `first` on: row r from src(first + r,
+/// 0). `first` may be any row (the values are read one by one; a column slice, tp::cols,
+/// starts at a 16-byte boundary): a tile's rows inside a block that TMA loaded from the
+/// 16-byte boundary at or before the tile's first row (the grouped fp8 matmul's A scales).
+template <int N, class Ref>
+TP_HD TP_FORCEINLINE row_vector<N> load_row_vector(const Ref& src, int first) {
+  static_assert(is_smem_ref_v<Ref> && Ref::cols == 1 && N <= Ref::rows,
+                "tilepipe: load_row_vector<N> reads N rows of an M x 1 SMEM view (N <= M)");
+  if constexpr (debug_checks)
+    TP_REQUIRE(first >= 0 && first + N <= Ref::rows, "load_row_vector: rows [%d, %d) of an SMEM view of %d rows", first,
+               first + N, Ref::rows);
+  detail::note_view(src, false, "tp::load_row_vector");
+  row_vector<N> v;
+  v.for_each([&](float& x, int r) { x = to_float(*src.ptr(first + r, 0)); });
+  return v;
+}
+
 }  // namespace tilepipe
