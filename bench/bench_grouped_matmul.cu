@@ -61,6 +61,25 @@ tp::tensor<T, 1> pooled_tensor(const tp::device& dev, long long elements, const 
 }
 
 /// Times call (batches of 10 between CUDA events, the median of 15) and prints the row.
+/// The largest error of 256 random elements of the output (host copy ho, [M, N]) against
+/// sums over k of product(r, j, g, k) (row r in group g), relative to the sum of |products|.
+template <class T, class Ends, class Product>
+double spot_check(const std::vector<T>& ho, long long M, long long N, long long K, const Ends& ends, Product&& product) {
+  double worst = 0;
+  std::mt19937_64 rng(11);
+  for (int s = 0; s < 256; ++s) {
+    const long long r = static_cast<long long>(rng() % M), j = static_cast<long long>(rng() % N);
+    const long long g = std::upper_bound(ends.begin(), ends.end(), r) - ends.begin();
+    double ref = 0, mag = 0;
+    for (long long k = 0; k < K; ++k) {
+      const double p = product(r, j, g, k);
+      ref += p, mag += std::abs(p);
+    }
+    worst = std::max(worst, std::abs(tp::to_float(ho[r * N + j]) - ref) / std::max(mag, 1e-6));
+  }
+  return worst;
+}
+
 template <class Call>
 std::string time_and_report(const config& c, long long M, long long N, long long K, Call&& call, double worst) {
   const bool ok = worst <= 1e-2;  // relative to the sum of |products|: bf16 rounding of the output
@@ -96,20 +115,10 @@ std::string run(const tp::device& dev, const config& c) {
   auto call = [&](int) { tp::grouped_matmul<T>(dev, lhs, rhs, layout, offs.data(), o); };
 
   call(0);
-  const auto ho = out.to_host();
-  double worst = 0;
-  std::mt19937_64 rng(11);
-  for (int s = 0; s < 256; ++s) {
-    const long long r = static_cast<long long>(rng() % M), j = static_cast<long long>(rng() % N);
-    const long long g = std::upper_bound(ends.begin(), ends.end(), r) - ends.begin();
-    double ref = 0, mag = 0;
-    for (long long k = 0; k < K; ++k) {
-      const double x = tp::to_float(pool_a[(r * K + k) % pool_size]);
-      const double w = tp::to_float(pool_b[(g * K * N + (kn ? k * N + j : j * K + k)) % pool_size]);
-      ref += x * w, mag += std::abs(x * w);
-    }
-    worst = std::max(worst, std::abs(tp::to_float(ho[r * N + j]) - ref) / std::max(mag, 1e-6));
-  }
+  const double worst = spot_check(out.to_host(), M, N, K, ends, [&](long long r, long long j, long long g, long long k) {
+    return tp::to_float(pool_a[(r * K + k) % pool_size]) *
+           double(tp::to_float(pool_b[(g * K * N + (kn ? k * N + j : j * K + k)) % pool_size]));
+  });
   return time_and_report(c, M, N, K, call, worst);
 }
 
@@ -140,20 +149,11 @@ std::string run_fp8(const tp::device& dev, const config& c) {
   auto call = [&](int) { tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa, sb, offs.data(), o); };
 
   call(0);
-  const auto ho = out.to_host();
-  double worst = 0;
-  std::mt19937_64 rng(11);
-  for (int s = 0; s < 256; ++s) {
-    const long long r = static_cast<long long>(rng() % M), j = static_cast<long long>(rng() % N);
-    const long long g = std::upper_bound(ends.begin(), ends.end(), r) - ends.begin();
-    double ref = 0, mag = 0;
-    for (long long k = 0; k < K; ++k) {
-      const double x = tp::to_float(pool_a[(r * K + k) % pool_size]) * hsa[(k / 128) * ld + r];
-      const double w = tp::to_float(pool_b[(g * N * K + j * K + k) % pool_size]) * hsb[(g * nb + j / 128) * kb + k / 128];
-      ref += x * w, mag += std::abs(x * w);
-    }
-    worst = std::max(worst, std::abs(tp::to_float(ho[r * N + j]) - ref) / std::max(mag, 1e-6));
-  }
+  const double worst = spot_check(out.to_host(), M, N, K, ends, [&](long long r, long long j, long long g, long long k) {
+    const double x = tp::to_float(pool_a[(r * K + k) % pool_size]) * hsa[(k / 128) * ld + r];
+    const double w = tp::to_float(pool_b[(g * N * K + j * K + k) % pool_size]) * hsb[(g * nb + j / 128) * kb + k / 128];
+    return x * w;
+  });
   return time_and_report(c, M, N, K, call, worst);
 }
 
