@@ -363,7 +363,10 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
         const bool masked = (window_right >= 0 && k_last > i0 + shift + window_right) ||
                             (window_left >= 0 && k_first < i0 + BM - 1 + shift - window_left) ||
                             (FusedDq && k_first + WN > seq.sk);
-        auto step = [&](auto with_mask) {
+        const int buffer = split_dq ? step_parity : 0;
+        const scratch_view p_s = p_smem(), ds_s = ds_smem(ci, buffer);
+        // P and dS of the block: with the mask or without (each warpgroup decides for its keys).
+        auto scores = [&](auto with_mask) {
           const int rows_left = seq.sq - i0;
           const float *lse_of = lse.rows(seq, head) + i0, *delta_of = delta.rows(seq, head) + i0;
           const auto lse2 = map(full<row_vector<BM>>(0.0f),
@@ -387,45 +390,46 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
                                   window_right >= 0 ? min(hi, row + window_right + 1) : hi};
             }, 0.0f);
           }
-          const int buffer = split_dq ? step_parity : 0;
-          const scratch_view p_s = p_smem(), ds_s = ds_smem(ci, buffer);
           store(p_s, p);
           store(ds_s, p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
-          // P and dS in 16 bits: their transposed views are dV's and dK's A operands. The
-          // same barrier lets this step's dQ buffer go (its last reduction has read it).
-          if constexpr (FusedDq) commit_smem<dq_buffers - 1>(reads_done);
-          else commit_smem();
-          // The other warpgroup's dS is in SMEM too: each reads both for its half of dQ's columns.
-          if constexpr (split_dq) ctx.team_sync();
-          if constexpr (FusedDq) {
-            // dQ's share of this step first (dS is stored times the scale: no factor left to
-            // apply): it goes to SMEM under dV's and dK's products, and its accumulator is
-            // free again before they complete.
-            accumulator<BM, dq_cols> acc_dq;
-            if constexpr (split_dq) {
-              const int c0 = ci * dq_cols;
-              wgmma(acc_dq, ds_smem(0, buffer), cols<dq_cols>(rows<WN>(k_s, 0), c0), false);
-              wgmma(acc_dq, ds_smem(1, buffer), cols<dq_cols>(rows<WN>(k_s, WN), c0));
-            } else {
-              wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
-            }
-            wgmma(acc_dv, transpose(p_s), do_s);
-            wgmma(acc_dk, transpose(ds_s), q_s);
-            wgmma_wait<2>(acc_dq);
-            float* dq_s = dq_smem(dq_buffers > 1 ? step_parity : 0);
-            step_parity ^= 1;
-            store_packed(dq_s, acc_dq);
-            commit_smem();
-            reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, split_dq ? ci : 0), BM * dq_cols);
-            wgmma_wait<0>(acc_dv, acc_dk);
-          } else {
-            wgmma(acc_dv, transpose(p_s), do_s);
-            wgmma(acc_dk, transpose(ds_s), q_s);
-            wgmma_wait<0>(acc_dv, acc_dk);
-          }
         };
-        if (masked) step(std::true_type{});
-        else step(std::false_type{});
+        if (masked) scores(std::true_type{});
+        else scores(std::false_type{});
+        // P and dS in 16 bits: their transposed views are dV's and dK's A operands. The
+        // same barrier lets this step's dQ buffer go (its last reduction has read it).
+        if constexpr (FusedDq) commit_smem<dq_buffers - 1>(reads_done);
+        else commit_smem();
+        // The other warpgroup's dS is in SMEM too: each reads both for its half of dQ's columns.
+        // One barrier instruction for both warpgroups, outside the masked / unmasked branch,
+        // whose sides they may take differently (bar.sync is aligned: all its threads must
+        // reach the same instruction).
+        if constexpr (split_dq) ctx.team_sync();
+        if constexpr (FusedDq) {
+          // dQ's share of this step first (dS is stored times the scale: no factor left to
+          // apply): it goes to SMEM under dV's and dK's products, and its accumulator is
+          // free again before they complete.
+          accumulator<BM, dq_cols> acc_dq;
+          if constexpr (split_dq) {
+            const int c0 = ci * dq_cols;
+            wgmma(acc_dq, ds_smem(0, buffer), cols<dq_cols>(rows<WN>(k_s, 0), c0), false);
+            wgmma(acc_dq, ds_smem(1, buffer), cols<dq_cols>(rows<WN>(k_s, WN), c0));
+          } else {
+            wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
+          }
+          wgmma(acc_dv, transpose(p_s), do_s);
+          wgmma(acc_dk, transpose(ds_s), q_s);
+          wgmma_wait<2>(acc_dq);
+          float* dq_s = dq_smem(dq_buffers > 1 ? step_parity : 0);
+          step_parity ^= 1;
+          store_packed(dq_s, acc_dq);
+          commit_smem();
+          reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, split_dq ? ci : 0), BM * dq_cols);
+          wgmma_wait<0>(acc_dv, acc_dk);
+        } else {
+          wgmma(acc_dv, transpose(p_s), do_s);
+          wgmma(acc_dk, transpose(ds_s), q_s);
+          wgmma_wait<0>(acc_dv, acc_dk);
+        }
       };
 
       auto context = compute_context([&, seq, t, tile_keys, k_first](auto pipeline) {
