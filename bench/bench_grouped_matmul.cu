@@ -4,8 +4,10 @@
 // batches, the median of 15. Every shape's inputs exceed 200 MB (L2 holds 50), so one set
 // is used. The inputs repeat a pool of random values (filling gigabytes of weights from a
 // host generator would take minutes); 256 sampled outputs are checked against float64.
-// FLOPs: 2 M N K, M the routed rows. dtype e4m3 runs the fp8 grouped matmul with block
-// scales (kernels/scaled_grouped_matmul.cuh; bench/grouped_matmul_fp8_shapes.txt, no peer yet).
+// FLOPs: 2 M N K, M the routed rows. dtype e4m3 runs the fp8 grouped matmul
+// (kernels/scaled_grouped_matmul.cuh; bench/grouped_matmul_fp8_shapes.txt) twice: with block
+// scales (impl tilepipe_block) and with row-wise scales (tilepipe_row_wise, the recipe of the
+// peer torch._scaled_grouped_mm).
 //   bench_grouped_matmul --shapes bench/grouped_matmul_shapes.txt --json out.json
 #include <tilepipe/kernels/grouped_matmul.cuh>
 #include <tilepipe/kernels/scaled_grouped_matmul.cuh>
@@ -81,7 +83,8 @@ double spot_check(const std::vector<T>& ho, long long M, long long N, long long 
 }
 
 template <class Call>
-std::string time_and_report(const config& c, long long M, long long N, long long K, Call&& call, double worst) {
+std::string time_and_report(const char* impl, const config& c, long long M, long long N, long long K, Call&& call,
+                            double worst) {
   const bool ok = worst <= 1e-2;  // relative to the sum of |products|: bf16 rounding of the output
 
   bench::batch_timer timer;
@@ -89,7 +92,7 @@ std::string time_and_report(const config& c, long long M, long long N, long long
   std::vector<float> ms;
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, 1));
   const double med = bench::median(ms), tflops = 2.0 * M * N * K / (med * 1e-3) / 1e12;
-  std::printf("tilepipe G=%d rows=%lld K=%lld N=%lld %s rhs %s %s: %.3f ms  %.1f TFLOP/s  check %s (%.2e)\n", c.groups,
+  std::printf("%s G=%d rows=%lld K=%lld N=%lld %s rhs %s %s: %.3f ms  %.1f TFLOP/s  check %s (%.2e)\n", impl, c.groups,
               c.rows, K, N, c.routing.c_str(), c.layout.c_str(), c.dtype.c_str(), med, tflops, ok ? "ok" : "MISMATCH",
               worst);
   std::fflush(stdout);
@@ -119,17 +122,19 @@ std::string run(const tp::device& dev, const config& c) {
     return tp::to_float(pool_a[(r * K + k) % pool_size]) *
            double(tp::to_float(pool_b[(g * K * N + (kn ? k * N + j : j * K + k)) % pool_size]));
   });
-  return time_and_report(c, M, N, K, call, worst);
+  return time_and_report("tilepipe", c, M, N, K, call, worst);
 }
 
-/// The fp8 grouped matmul with block scales (dtype e4m3, rhs nk): tp::scaled_grouped_matmul
-/// with A's scales M-major (the layout it loads with TMA) and scales in [0.5, 2].
-std::string run_fp8(const tp::device& dev, const config& c) {
+/// The fp8 grouped matmul (dtype e4m3, rhs nk): tp::scaled_grouped_matmul with block scales
+/// (A's M-major, the layout it loads with TMA) or row-wise ones, scales in [0.5, 2].
+std::string run_fp8(const tp::device& dev, const config& c, bool row_wise) {
   using T = tp::fp8_e4m3;
   if (c.layout != "nk") tp::detail::throw_formatted("bench_grouped_matmul: e4m3 needs rhs nk ([G, N, K], K-major)");
   const auto sizes = example::group_sizes(c.groups, c.rows, c.routing);
   const auto ends = example::group_ends(sizes);
-  const long long M = ends.back(), K = c.k, N = c.n, G = c.groups, kb = (K + 127) / 128, nb = (N + 127) / 128;
+  const long long M = ends.back(), K = c.k, N = c.n, G = c.groups;
+  // Row-wise: scale_a [M] and scale_b [G, N], seen here as one k-block and N column blocks.
+  const long long kb = row_wise ? 1 : (K + 127) / 128, nb = row_wise ? N : (N + 127) / 128;
   const long long ld = (M + 3) / 4 * 4;
   const auto pool_a = random_pool<T>(1), pool_b = random_pool<T>(2);
   auto a = pooled_tensor<T>(dev, M * K, pool_a), b = pooled_tensor<T>(dev, G * N * K, pool_b);
@@ -146,15 +151,21 @@ std::string run_fp8(const tp::device& dev, const config& c) {
   const tp::tensor_view<T, 3> rhs{b.data(), {G, N, K}, {N * K, K, 1}, true};
   const tp::tensor_view<tp::bf16, 2> o{out.data(), {M, N}, {N, 1}, true};
   const auto sa = tp::m_major_scales(sa_storage, M);
-  auto call = [&](int) { tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa, sb, offs.data(), o); };
+  const tp::tensor_view<float, 1> sa_rows{sa_storage.data(), {M}, {1}, true};
+  const tp::tensor_view<float, 2> sb_cols{sb.data(), {G, N}, {N, 1}, true};
+  auto call = [&](int) {
+    if (row_wise) tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa_rows, sb_cols, offs.data(), o);
+    else tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa, sb, offs.data(), o);
+  };
 
   call(0);
   const double worst = spot_check(out.to_host(), M, N, K, ends, [&](long long r, long long j, long long g, long long k) {
-    const double x = tp::to_float(pool_a[(r * K + k) % pool_size]) * hsa[(k / 128) * ld + r];
-    const double w = tp::to_float(pool_b[(g * N * K + j * K + k) % pool_size]) * hsb[(g * nb + j / 128) * kb + k / 128];
+    const long long kbi = row_wise ? 0 : k / 128, nbi = row_wise ? j : j / 128;
+    const double x = tp::to_float(pool_a[(r * K + k) % pool_size]) * hsa[kbi * ld + r];
+    const double w = tp::to_float(pool_b[(g * N * K + j * K + k) % pool_size]) * hsb[(g * nb + nbi) * kb + kbi];
     return x * w;
   });
-  return time_and_report(c, M, N, K, call, worst);
+  return time_and_report(row_wise ? "tilepipe_row_wise" : "tilepipe_block", c, M, N, K, call, worst);
 }
 
 }  // namespace
@@ -173,21 +184,26 @@ int main(int argc, char** argv) {
   std::vector<std::string> rows;
   int status = 0;
   for (const config& c : read_shapes(shapes)) {
-    std::string r;
-    try {
-      r = c.dtype == "e4m3" ? run_fp8(dev, c) : c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
-      if (r.find("mismatch") != std::string::npos) status = 1;
-    } catch (const tp::error& e) {
-      std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());
-      r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
-      status = 1;
+    const bool fp8 = c.dtype == "e4m3";
+    for (const char* impl : fp8 ? std::vector<const char*>{"tilepipe_block", "tilepipe_row_wise"}
+                                : std::vector<const char*>{"tilepipe"}) {
+      std::string r;
+      try {
+        r = fp8 ? run_fp8(dev, c, !std::strcmp(impl, "tilepipe_row_wise"))
+            : c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
+        if (r.find("mismatch") != std::string::npos) status = 1;
+      } catch (const tp::error& e) {
+        std::printf("%s %s: %s\n", impl, c.dtype.c_str(), e.what());
+        r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
+        status = 1;
+      }
+      char head[256];
+      std::snprintf(head, sizeof head,
+                    "{\"impl\": \"%s\", \"groups\": %d, \"rows\": %lld, \"k\": %lld, \"n\": %lld, \"routing\": \"%s\", "
+                    "\"layout\": \"%s\", \"dtype\": \"%s\", ",
+                    impl, c.groups, c.rows, c.k, c.n, c.routing.c_str(), c.layout.c_str(), c.dtype.c_str());
+      rows.push_back(head + r + "}");
     }
-    char head[256];
-    std::snprintf(head, sizeof head,
-                  "{\"impl\": \"tilepipe\", \"groups\": %d, \"rows\": %lld, \"k\": %lld, \"n\": %lld, \"routing\": \"%s\", "
-                  "\"layout\": \"%s\", \"dtype\": \"%s\", ",
-                  c.groups, c.rows, c.k, c.n, c.routing.c_str(), c.layout.c_str(), c.dtype.c_str());
-    rows.push_back(head + r + "}");
   }
   if (json) bench::write_results(json, dev, rows);
   return status;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Side by side: bench_grouped_matmul's and grouped_matmul_peers_torch.py's JSON (one or more
-rounds each) as one table, TFLOP/s as the median over the rounds, with tilepipe's ratio to
-torch._grouped_mm and to the dense ceiling (torch_dense: the same FLOPs, weights read once).
+rounds each) as tables, TFLOP/s as the median over the rounds. 16-bit rows: tilepipe's ratio to
+torch._grouped_mm and to the dense ceiling (torch_dense: the same FLOPs, weights read once);
+fp8 rows: tilepipe's row-wise kernel against torch._scaled_grouped_mm (row-wise) and its
+block-scaled kernel against a block-scaled torch._scaled_mm per group.
 
   python3 bench/grouped_matmul_table.py RUN.json... [--json merged.json]
 """
@@ -24,18 +26,27 @@ for path in a.runs:
         elif "error" in r or "check" in r:
             tflops.setdefault(key, {}).setdefault(r["impl"], [])
 
-impls = ["tilepipe", "torch_grouped_mm", "torch_mm_loop", "torch_dense"]
-print(f"grouped matmul, TFLOP/s (median of rounds), {meta.get('gpu')} {meta.get('date')}")
-print(f"{'G x rows':>11} {'K':>5} {'N':>6} {'routing':>8} {'rhs':>3} | " + " ".join(f"{i:>16}" for i in impls)
-      + " | vs grouped_mm | vs dense")
+# Per family: the columns, and the ratios (tilepipe's kernel, its peer) each row reports.
+FAMILIES = {
+    "16-bit": (["tilepipe", "torch_grouped_mm", "torch_mm_loop", "torch_dense"],
+               [("tilepipe", "torch_grouped_mm"), ("tilepipe", "torch_dense")]),
+    "fp8 (e4m3)": (["tilepipe_row_wise", "tilepipe_block", "torch_scaled_grouped_mm", "torch_scaled_mm_loop",
+                    "torch_scaled_dense"],
+                   [("tilepipe_row_wise", "torch_scaled_grouped_mm"), ("tilepipe_block", "torch_scaled_mm_loop")]),
+}
 merged = []
-for key, by in tflops.items():
-    med = {i: statistics.median(v) if v else None for i, v in by.items()}
-    cells = " ".join(f"{med[i]:>16.1f}" if med.get(i) else f"{'-':>16}" for i in impls)
-    t, gm, dense = med.get("tilepipe"), med.get("torch_grouped_mm"), med.get("torch_dense")
-    r_gm = f"{t / gm:.2f}x" if t and gm else "-"
-    r_d = f"{t / dense:.2f}x" if t and dense else "-"
-    print(f"{key[0]:>4} x {key[1]:<4} {key[2]:>5} {key[3]:>6} {key[4]:>8} {key[5]:>3} | {cells} | {r_gm:>13} | {r_d:>8}")
-    merged.append(dict(zip(KEY, key), tflops=med, vs_grouped_mm=r_gm, vs_dense=r_d))
+for family, (impls, ratios) in FAMILIES.items():
+    keys = [k for k in tflops if (k[6] == "e4m3") == family.startswith("fp8")]
+    if not keys:
+        continue
+    print(f"grouped matmul, {family}, TFLOP/s (median of rounds), {meta.get('gpu')} {meta.get('date')}")
+    print(f"{'G x rows':>11} {'K':>5} {'N':>6} {'routing':>8} {'rhs':>3} | " + " ".join(f"{i:>16}" for i in impls)
+          + " | " + " | ".join(f"{a} / {b}" for a, b in ratios))
+    for key in keys:
+        med = {i: statistics.median(v) if v else None for i, v in tflops[key].items()}
+        cells = " ".join(f"{med[i]:>16.1f}" if med.get(i) else f"{'-':>16}" for i in impls)
+        r = [f"{med[x] / med[y]:.2f}x" if med.get(x) and med.get(y) else "-" for x, y in ratios]
+        print(f"{key[0]:>4} x {key[1]:<4} {key[2]:>5} {key[3]:>6} {key[4]:>8} {key[5]:>3} | {cells} | " + " | ".join(r))
+        merged.append(dict(zip(KEY, key), tflops=med, ratios=dict(zip([f"{x}/{y}" for x, y in ratios], r))))
 if a.json:
     json.dump({**meta, "rows": merged}, open(a.json, "w"), indent=1)

@@ -1,5 +1,5 @@
-// The fp8 grouped matmul with block scales (kernels/scaled_grouped_matmul.cuh) against a
-// float64 reference computed from the dequantised inputs, on fresh random inputs: group-size
+// The fp8 grouped matmul with block and with row-wise scales (kernels/scaled_grouped_matmul.cuh)
+// against a float64 reference computed from the dequantised inputs, on fresh random inputs: group-size
 // patterns (empty groups at the start, middle and end, groups of one row, groups that end
 // inside a tile, one group taking most rows), K not a multiple of 128 (an odd number of
 // k-blocks, a partial last one, K under one block, K not a multiple of 16 through padded rows),
@@ -26,22 +26,25 @@ double scale_of(double e, std::mt19937_64& rng) {
 }
 
 /// The inputs of one call in host memory: a [rows, K] (rows of lda), b [G, N, K] (rows of
-/// ldb), scale_a [rows, kb], scale_b [G, nb, kb] (row-major), and the valid rows of each group.
+/// ldb), the scales (row-major) and the valid rows of each group. Block scales: scale_a
+/// [rows, kb], scale_b [G, nb, kb]; row-wise: scale_a [rows], scale_b [G, N].
 struct problem {
   long long rows = 0, K = 0, N = 0, lda = 0, ldb = 0, kb = 0, nb = 0;
   int G = 0;
+  bool row_wise = false;
   std::vector<fp8> a, b;
   std::vector<float> sa, sb;
   std::vector<long long> begin;  // group g's first row
   std::vector<int> count;        // and its valid rows
 
-  /// Values uniform in [-448, 448] before quantisation; A's scales 10^(-2 +- 1) per row and
-  /// k-block; B's 10^(group_exponent(g) +- 1) per group and 128 x 128 block.
+  /// Values uniform in [-448, 448] before quantisation; A's scales 10^(-2 +- 1) per row (and
+  /// k-block); B's 10^(group_exponent(g) +- 1) per group and 128 x 128 block (or column).
   template <class GroupExponent>
   problem(const std::vector<long long>& begin_, const std::vector<int>& count_, long long rows_, long long K_, long long N_,
-          std::mt19937_64& rng, GroupExponent&& group_exponent)
-      : rows(rows_), K(K_), N(N_), lda((K_ + 15) / 16 * 16), ldb((K_ + 15) / 16 * 16), kb((K_ + 127) / 128),
-        nb((N_ + 127) / 128), G(static_cast<int>(count_.size())), begin(begin_), count(count_) {
+          std::mt19937_64& rng, GroupExponent&& group_exponent, bool row_wise_ = false)
+      : rows(rows_), K(K_), N(N_), lda((K_ + 15) / 16 * 16), ldb((K_ + 15) / 16 * 16), kb(row_wise_ ? 1 : (K_ + 127) / 128),
+        nb(row_wise_ ? N_ : (N_ + 127) / 128), G(static_cast<int>(count_.size())), row_wise(row_wise_), begin(begin_),
+        count(count_) {
     std::uniform_real_distribution<double> value(-448.0, 448.0);
     a.resize(static_cast<std::size_t>(std::max(rows, 1LL) * lda));
     for (auto& x : a) x = tp::from_float<fp8>(static_cast<float>(value(rng)));
@@ -68,8 +71,14 @@ struct problem {
     for (long long r = 0; r < rows; ++r)
       if (group_of[static_cast<std::size_t>(r)] < 0) {
         for (long long k = 0; k < K; ++k) a[static_cast<std::size_t>(r * lda + k)] = tp::from_float<fp8>(NAN);
-        for (long long j = 0; j < kb; ++j) sa[static_cast<std::size_t>(r * kb + j)] = NAN;
+        for (long long j = 0; j < kb; ++j) sa[static_cast<std::size_t>(r * kb + j)] = NAN;  // kb = 1: row-wise
       }
+  }
+
+  /// The scale of a(i, k), and of b(g, j, k) (row-wise: kb = 1 and nb = N).
+  double a_scale(long long i, long long k) const { return sa[static_cast<std::size_t>(i * kb + (row_wise ? 0 : k / 128))]; }
+  double b_scale(int g, long long j, long long k) const {
+    return sb[static_cast<std::size_t>(row_wise ? g * N + j : (g * nb + j / 128) * kb + k / 128)];
   }
 
   /// out(i, j) in float64 from the dequantised operands, row i multiplied by group
@@ -77,9 +86,8 @@ struct problem {
   double reference(long long i, long long j, int weight_group, int scale_group) const {
     double s = 0;
     for (long long k = 0; k < K; ++k)
-      s += double(tp::to_float(a[static_cast<std::size_t>(i * lda + k)])) * sa[static_cast<std::size_t>(i * kb + k / 128)] *
-           double(tp::to_float(b[static_cast<std::size_t>((weight_group * N + j) * ldb + k)])) *
-           sb[static_cast<std::size_t>((scale_group * nb + j / 128) * kb + k / 128)];
+      s += double(tp::to_float(a[static_cast<std::size_t>(i * lda + k)])) * a_scale(i, k) *
+           double(tp::to_float(b[static_cast<std::size_t>((weight_group * N + j) * ldb + k)])) * b_scale(scale_group, j, k);
     return s;
   }
 
@@ -156,10 +164,11 @@ struct ragged_result {
   long long ldo;
 };
 
-/// The ragged layout: groups of `sizes` rows back to back.
+/// The ragged layout: groups of `sizes` rows back to back; block scales (A's M-major or not)
+/// or row-wise ones.
 template <class GroupExponent>
 ragged_result run_ragged(const std::vector<int>& sizes, long long K, long long N, bool m_major, std::uint64_t seed,
-                         GroupExponent&& group_exponent, const tp::device& dev = test::dev()) {
+                         GroupExponent&& group_exponent, const tp::device& dev = test::dev(), bool row_wise = false) {
   std::mt19937_64 rng(seed);
   const int G = static_cast<int>(sizes.size());
   std::vector<long long> begin(G);
@@ -167,45 +176,53 @@ ragged_result run_ragged(const std::vector<int>& sizes, long long K, long long N
   std::partial_sum(sizes.begin(), sizes.end(), ends.begin());
   for (int g = 0; g < G; ++g) begin[g] = g ? ends[g - 1] : 0;
   const long long M = ends.back();
-  problem p(begin, sizes, M, K, N, rng, group_exponent);
+  problem p(begin, sizes, M, K, N, rng, group_exponent, row_wise);
   device_inputs d(p, m_major, dev);
   auto offs = tp::tensor<int, 1>::from_host(dev, {G}, ends);
   const bool gpu = dev.is_gpu();
   const tp::tensor_view<fp8, 2> a{d.a.data(), {M, K}, {p.lda, 1}, gpu};
   const tp::tensor_view<fp8, 3> b{d.b.data(), {G, N, K}, {N * p.ldb, p.ldb, 1}, gpu};
-  const tp::tensor_view<float, 2> sa =
-      m_major ? tp::m_major_scales(d.sa_m_major, M) : tp::tensor_view<float, 2>{d.sa.data(), {M, p.kb}, {p.kb, 1}, gpu};
+  const tp::tensor_view<float, 2> sa = m_major && !row_wise ? tp::m_major_scales(d.sa_m_major, M)
+                                                            : tp::tensor_view<float, 2>{d.sa.data(), {M, p.kb}, {p.kb, 1}, gpu};
   const tp::tensor_view<float, 3> sb{d.sb.data(), {G, p.nb, p.kb}, {p.nb * p.kb, p.kb, 1}, gpu};
   const tp::tensor_view<tp::bf16, 2> out{d.out.data(), {M, N}, {d.ldo, 1}, gpu};
-  tp::scaled_grouped_matmul<fp8>(dev, a, b, sa, sb, offs.data(), out);
+  if (row_wise) {
+    const tp::tensor_view<float, 1> sa_rows{d.sa.data(), {M}, {1}, gpu};
+    const tp::tensor_view<float, 2> sb_cols{d.sb.data(), {G, N}, {N, 1}, gpu};
+    tp::scaled_grouped_matmul<fp8>(dev, a, b, sa_rows, sb_cols, offs.data(), out);
+  } else {
+    tp::scaled_grouped_matmul<fp8>(dev, a, b, sa, sb, offs.data(), out);
+  }
   return {std::move(p), d.out.to_host(), d.ldo};
 }
 
 template <class GroupExponent>
 double ragged_error(const std::vector<int>& sizes, long long K, long long N, bool m_major, std::uint64_t seed,
-                    GroupExponent&& group_exponent, const tp::device& dev = test::dev()) {
-  const ragged_result r = run_ragged(sizes, K, N, m_major, seed, group_exponent, dev);
+                    GroupExponent&& group_exponent, const tp::device& dev = test::dev(), bool row_wise = false) {
+  const ragged_result r = run_ragged(sizes, K, N, m_major, seed, group_exponent, dev, row_wise);
   return r.p.error(r.out, r.ldo);
 }
 
 auto mild = [](int) { return -2.0; };
 
-void check(const std::vector<int>& sizes, long long K, long long N, bool m_major) {
+void check(const std::vector<int>& sizes, long long K, long long N, bool m_major, bool row_wise = false) {
   const std::uint64_t seed = test::fresh_seed();
-  EXPECT_LT(ragged_error(sizes, K, N, m_major, seed, mild), 6e-3)
-      << sizes.size() << " groups, K " << K << ", N " << N << (m_major ? ", A's scales M-major" : "") << ", seed " << seed;
+  EXPECT_LT(ragged_error(sizes, K, N, m_major, seed, mild, test::dev(), row_wise), 6e-3)
+      << sizes.size() << " groups, K " << K << ", N " << N << (m_major ? ", A's scales M-major" : "")
+      << (row_wise ? ", row-wise scales" : "") << ", seed " << seed;
 }
 
 /// The masked layout: a [G, Mmax, K], counts[g] valid rows per group; the rows past a count
 /// hold NaN.
-void check_masked(const std::vector<int>& counts, long long mmax, long long K, long long N, bool m_major) {
+void check_masked(const std::vector<int>& counts, long long mmax, long long K, long long N, bool m_major,
+                  bool row_wise = false) {
   const auto& dev = test::dev();
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
   const int G = static_cast<int>(counts.size());
   std::vector<long long> begin(G);
   for (int g = 0; g < G; ++g) begin[g] = g * mmax;
-  problem p(begin, counts, G * mmax, K, N, rng, mild);
+  problem p(begin, counts, G * mmax, K, N, rng, mild, row_wise);
   p.poison_rows_outside_groups();
   device_inputs d(p, m_major, dev);
   auto c = tp::tensor<int, 1>::from_host(dev, {G}, counts);
@@ -213,13 +230,19 @@ void check_masked(const std::vector<int>& counts, long long mmax, long long K, l
   const tp::tensor_view<fp8, 3> a{d.a.data(), {G, mmax, K}, {mmax * p.lda, p.lda, 1}, gpu};
   const tp::tensor_view<fp8, 3> b{d.b.data(), {G, N, K}, {N * p.ldb, p.ldb, 1}, gpu};
   tp::tensor_view<float, 3> sa{d.sa.data(), {G, mmax, p.kb}, {mmax * p.kb, p.kb, 1}, gpu};
-  if (m_major) sa = {d.sa_m_major.data(), {G, mmax, p.kb}, {mmax, 1, d.sa_m_major.shape(1)}, gpu};
+  if (m_major && !row_wise) sa = {d.sa_m_major.data(), {G, mmax, p.kb}, {mmax, 1, d.sa_m_major.shape(1)}, gpu};
   const tp::tensor_view<float, 3> sb{d.sb.data(), {G, p.nb, p.kb}, {p.nb * p.kb, p.kb, 1}, gpu};
   const tp::tensor_view<tp::bf16, 3> out{d.out.data(), {G, mmax, N}, {mmax * d.ldo, d.ldo, 1}, gpu};
-  tp::scaled_grouped_matmul_masked<fp8>(dev, a, b, sa, sb, c.data(), out);
+  if (row_wise) {
+    const tp::tensor_view<float, 2> sa_rows{d.sa.data(), {G, mmax}, {mmax, 1}, gpu};
+    const tp::tensor_view<float, 2> sb_cols{d.sb.data(), {G, N}, {N, 1}, gpu};
+    tp::scaled_grouped_matmul_masked<fp8>(dev, a, b, sa_rows, sb_cols, c.data(), out);
+  } else {
+    tp::scaled_grouped_matmul_masked<fp8>(dev, a, b, sa, sb, c.data(), out);
+  }
   EXPECT_LT(p.error(d.out.to_host(), d.ldo), 6e-3)
       << G << " groups of " << mmax << " rows, K " << K << ", N " << N << (m_major ? ", A's scales M-major" : "")
-      << ", seed " << seed;
+      << (row_wise ? ", row-wise scales" : "") << ", seed " << seed;
 }
 
 }  // namespace
@@ -253,6 +276,17 @@ TEST(ScaledGroupedMatmul, MaskedDecodeLayout) {
   }
 }
 
+// Row-wise scales (torch._scaled_grouped_mm's recipe) on the 128 x 256 kernel: the group
+// patterns, odd K and N (N past one and two column tiles), the masked layout.
+TEST(ScaledGroupedMatmul, RowWiseScales) {
+  check({300}, 272, 264, false, true);                     // a group over three row tiles, N over two column tiles
+  check({0, 0, 70, 0, 1, 129, 0}, 400, 128, false, true);  // empty groups, a group of one row
+  check({5, 17, 3, 31, 2, 60}, 144, 520, false, true);     // every group smaller than a tile
+  check({250, 3, 2, 1}, 77, 100, false, true);             // skewed; K = 77, N = 100 (padded rows)
+  check_masked({3, 0, 64, 1}, 64, 272, 136, false, true);
+  check_masked({5, 37, 0, 20}, 37, 200, 264, false, true);  // Mmax odd
+}
+
 // Each group's B scales of a magnitude of their own (10^(3g - 6)): the kernel's result matches
 // the reference only with every group's own scales, and the data shows it: the same reference
 // with the groups' scales rotated by one (a scale read for the neighbouring group) is far off.
@@ -260,12 +294,14 @@ TEST(ScaledGroupedMatmul, EveryGroupReadsItsOwnScales) {
   const std::uint64_t seed = test::fresh_seed();
   const std::vector<int> sizes{40, 0, 130, 7, 90};
   auto spread = [](int g) { return 3.0 * g - 6.0; };
-  for (bool m_major : {false, true}) {
-    const ragged_result r = run_ragged(sizes, 400, 136, m_major, seed, spread);
-    EXPECT_LT(r.p.error(r.out, r.ldo), 6e-3) << (m_major ? "A's scales M-major, " : "") << "seed " << seed;
+  for (int mode = 0; mode < 3; ++mode) {  // block scales (A's row-major, M-major), row-wise scales
+    const bool m_major = mode == 1, row_wise = mode == 2;
+    const ragged_result r = run_ragged(sizes, 400, 136, m_major, seed, spread, test::dev(), row_wise);
+    const char* what = row_wise ? "row-wise scales, " : m_major ? "A's scales M-major, " : "";
+    EXPECT_LT(r.p.error(r.out, r.ldo), 6e-3) << what << "seed " << seed;
     const int G = static_cast<int>(sizes.size());
     EXPECT_GT(r.p.error(r.out, r.ldo, [G](int g) { return (g + 1) % G; }), 0.5)
-        << "the data does not expose a group's scales read for another group";
+        << what << "the data does not expose a group's scales read for another group";
   }
 }
 
@@ -278,6 +314,8 @@ TEST(ScaledGroupedMatmul, EveryCopyOrderAndShuffledCtas) {
     dev.interpreter.seed = test::fresh_seed();
     const std::uint64_t seed = test::fresh_seed();
     EXPECT_LT(ragged_error({0, 90, 1, 200, 0}, 400, 264, true, seed, mild, dev), 6e-3) << "seed " << seed;
+    EXPECT_LT(ragged_error({0, 90, 1, 200, 0}, 400, 264, false, seed, mild, dev, true), 6e-3)
+        << "row-wise scales, seed " << seed;
   }
 }
 
@@ -287,6 +325,8 @@ TEST(ScaledGroupedMatmul, LargeOnTheGpu) {
   check({1000, 0, 37, 600, 129, 300}, 1040, 384, false);
   check(std::vector<int>(32, 96), 512, 256, true);
   check_masked({200, 0, 37, 256}, 256, 1024, 512, true);
+  check({1000, 0, 37, 600, 129, 300}, 1040, 600, false, true);  // row-wise
+  check_masked({200, 0, 37, 256}, 256, 1024, 512, false, true);
 }
 
 TEST(ScaledGroupedMatmul, HostErrors) {
@@ -326,4 +366,15 @@ TEST(ScaledGroupedMatmul, HostErrors) {
   };
   expect_error(masked(s3_three, o3), "a has 2 groups, b 2, out 2 and scale_a 3");
   expect_error(masked(s3, o3_short), "a has 16 rows per group, out 8 and scale_a 16");
+  // Row-wise scales: scale_a [M] (masked [G, Mmax], groups back to back), scale_b [G, N].
+  tp::tensor<float, 1> sa_rows(dev, {M}), sa_short(dev, {M - 1});
+  tp::tensor<float, 2> sb_cols(dev, {2, N}), sb_cols_short(dev, {2, N - 8}), sa_masked(dev, {2, 32});
+  auto row_wise = [&](const tp::tensor_view<float, 1>& s, const tp::tensor_view<float, 2>& t) {
+    return [&, s, t] { tp::scaled_grouped_matmul<fp8>(dev, a, b, s, t, offs.data(), out); };
+  };
+  expect_error(row_wise(sa_short, sb_cols), "row-wise scale_a has 63 scales, expected one per row of a (64)");
+  expect_error(row_wise(sa_rows, sb_cols_short), "row-wise scale_b is [2, 120], expected [2, 128]");
+  const tp::tensor_view<float, 2> sa_gapped{sa_masked.data(), {2, 16}, {32, 1}, dev.is_gpu()};
+  expect_error([&] { tp::scaled_grouped_matmul_masked<fp8>(dev, a3, b, sa_gapped, sb_cols.view(), offs.data(), o3); },
+               "scale_a's groups must lie back to back (stride 32 in dimension 0, expected 16 x 1)");
 }

@@ -46,13 +46,21 @@ struct grouped_matmul_options {
   void* stream = nullptr;  // cudaStream_t (GPU)
 };
 
-/// T: lhs's and rhs's element type; TC: out's. Epilogue: no_epilogue, or (fp8) scales per
-/// k-block (k_block_scales: scale_epilogue<fp8_scaling::block, ...>), which switch the k-step
-/// to promoting_k_step; their b_scale(col, kb) is asked for the column of the groups' weights
-/// side by side, each padded to whole 128-column blocks (group g's column j is
-/// g * ceil(N / 128) * 128 + j): B's scales [G, ceil(N/128), ceil(K/128)] stacked as
-/// [G * ceil(N/128), ceil(K/128)] read each group's own. MemRegs: the memory warpgroup's
-/// registers.
+/// An epilogue that takes a tile's group: apply(acc, row0, col0 within the group, group).
+template <class E, int M, int N>
+concept group_epilogue = requires(const E& e, const accumulator<M, N>& acc, long long row0, long long col0, int g) {
+  { e.apply(acc, row0, col0, g) } -> std::same_as<accumulator<M, N>>;
+};
+
+/// T: lhs's and rhs's element type; TC: out's. Epilogue: no_epilogue, (fp8) scales applied
+/// to a tile's sums with apply(acc, row0, col0, group) (group_row_scales: col0 within the
+/// group), or scales per k-block (k_block_scales: scale_epilogue<fp8_scaling::block, ...>),
+/// which switch the k-step to promoting_k_step; those and other epilogues are asked for the
+/// column of the groups' weights side by side, each as wide as the column
+/// tiles rounded up to 128 (group g's column j is g * group_columns() + j; group_columns() is
+/// ceil(N / 128) * 128 with the block-scaled kernel's 128-wide tiles): B's block scales
+/// [G, ceil(N/128), ceil(K/128)] stacked as [G * ceil(N/128), ceil(K/128)] read each group's
+/// own. MemRegs: the memory warpgroup's registers.
 template <class T, rhs_layout L, int BM = 128, int BN = 256, int Stages = 4, int BK = 64, class TC = T,
           class Epilogue = no_epilogue, int MemRegs = 56>
 struct grouped_matmul_kernel {
@@ -116,6 +124,11 @@ struct grouped_matmul_kernel {
     }
   }
 
+  /// The epilogue's and B's scales' column of group g's column tile n: the groups' weights
+  /// side by side, each padded to whole 128-column blocks (the comment above the class).
+  TP_HD long long group_columns() const { return static_cast<long long>((tiles_n * BN + 127) / 128) * 128; }
+  TP_HD long long group_col(int g, int n) const { return g * group_columns() + static_cast<long long>(n) * BN; }
+
   /// One item of the persistent loop: a group's tile of rows and a tile of columns.
   struct placed_tile {
     group_tile rows;
@@ -154,8 +167,10 @@ struct grouped_matmul_kernel {
         pipeline();
         wgmma_wait<0>(acc);
         const int row0 = t.row0 + ci * WM, my_rows = t.rows - ci * WM;  // this warpgroup's rows of the group
-        if constexpr (!std::is_same_v<Epilogue, no_epilogue>)
-          acc = apply_epilogue(epilogue, acc, row0, static_cast<long long>(n) * BN);
+        if constexpr (group_epilogue<Epilogue, WM, BN>)  // per-group scales: the group, its column
+          acc = epilogue.apply(acc, row0, static_cast<long long>(n) * BN, t.group);
+        else if constexpr (!std::is_same_v<Epilogue, no_epilogue>)
+          acc = apply_epilogue(epilogue, acc, row0, group_col(t.group, n));
         if (my_rows >= WM) {
           c_chunks.store(acc, c, [&](int rb, int cb) { return idx(row0 + rb * EM, n * (BN / EN) + cb); });
         } else if (my_rows > 0 && row0 >= 0) {  // the group ends inside these rows: store only its own
@@ -181,15 +196,13 @@ struct grouped_matmul_kernel {
             out_specs(), ws, max_concurrent_steps<Stages>, context);
       };
       if constexpr (promotes) {
-        // B's scales for the group's column (the class comment): its weights' padded columns.
-        const long long group_cols = static_cast<long long>((tiles_n * BN + 127) / 128) * 128;
         const promoting_k_step<WM, BN, BK, Epilogue, true> k_step{acc,
                                                                   first,
                                                                   second,
                                                                   ci,
                                                                   epilogue,
                                                                   static_cast<long long>(t.row0) + ci * WM,
-                                                                  t.group * group_cols + static_cast<long long>(n) * BN,
+                                                                  group_col(t.group, n),
                                                                   0,
                                                                   k_blocks,
                                                                   t.row0 & 3};

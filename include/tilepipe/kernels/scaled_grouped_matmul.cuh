@@ -1,10 +1,17 @@
-// The fp8 grouped matmul of a mixture-of-experts layer with block scales (DeepGEMM's
-// m_grouped contiguous and masked kernels; torch._scaled_grouped_mm's operation with
-// DeepSeek-V3's scales):
+// The fp8 grouped matmul of a mixture-of-experts layer (torch._scaled_grouped_mm's operation;
+// with block scales, DeepGEMM's m_grouped contiguous and masked kernels):
 //     out[M, N] = dequant(a[M, K]) . dequant(b[g(row)])^T     rows of a sorted by group, b [G, N, K]
 //
 //     tp::scaled_grouped_matmul(dev, a, b, scale_a, scale_b, offsets, out);        // offsets: device int[G]
 //     tp::scaled_grouped_matmul_masked(dev, a, b, scale_a, scale_b, counts, out);  // a [G, Mmax, K]
+//
+// The scales' shapes choose the recipe, as torch._scaled_grouped_mm's do:
+//   row-wise  scale_a [M] (masked: [G, Mmax]) and scale_b [G, N]: a scale per token row and per
+//             output column of each group's weights, applied to the f32 sums in the epilogue
+//             (torch._scaled_grouped_mm's recipe on Hopper; the tensor core's accumulator
+//             holds the whole K, as its use_fast_accum=True);
+//   block     scale_a [M, ceil(K/128)] and scale_b [G, ceil(N/128), ceil(K/128)]
+//             (DeepSeek-V3's 1 x 128 and 128 x 128 blocks; below).
 //
 // a and b are fp8 (e4m3, or e5m2; one type for both) with K contiguous, the K-major layout
 // fp8 wgmma reads (b as nn.Linear keeps each expert's weights); out is bf16. The scales are
@@ -15,8 +22,9 @@
 // with g the group of row i; a K that is not a multiple of 128 ends in a partial block, which
 // TMA zero-fills.
 //
-// It is tp::grouped_matmul's kernel (grouped_matmul_kernel: the group table prefetched on the
-// device, tiles per group, rows past a group's end never stored) with tp::scaled_matmul's
+// Both are tp::grouped_matmul's kernel (grouped_matmul_kernel: the group table prefetched on
+// the device, tiles per group, rows past a group's end never stored). Row-wise: 128 x 256
+// tiles and 128-wide k-steps, as tp::scaled_matmul's row-wise mode. Block: tp::scaled_matmul's
 // block-scaled k-step (promoting_k_step: each 128 of K's product scaled into the f32
 // accumulator in registers) and its scales (scale_epilogue<fp8_scaling::block>), in 128 x 128
 // tiles. B's scales are read per k-block from global memory (one uniform value a warpgroup);
@@ -35,7 +43,30 @@ struct scaled_grouped_matmul_options {
   void* stream = nullptr;  // cudaStream_t (GPU)
 };
 
-/// The kernel tp::scaled_grouped_matmul launches: 128 x 128 tiles (a tile's columns in one
+/// The row-wise scales of a grouped matmul: out(i, j) = sa(i) * sb(g, j) * sum_k a(i, k) b(g, j, k),
+/// g the group of row i, applied to a tile's f32 sums (grouped_matmul_kernel passes the group).
+struct group_row_scales {
+  scale_matrix a;  // [rows, 1]
+  scale_matrix b;  // [G, N]
+
+  template <int M, int N>
+  TP_HD accumulator<M, N> apply(const accumulator<M, N>& acc, long long row0, long long col0, int group) const {
+    // A row before the first (a tile of impossible offsets, whose rows are not stored) reads row 0.
+    const long long r0 = row0 > 0 ? row0 : 0;
+    const auto sa = map(full<row_vector<M>>(0.0f), [&](float, int r) { return a(r0 + r, 0); });
+    return map(broadcast_rows(acc, sa, [](float v, float s) { return v * s; }),
+               [&](float v, int, int c) { return v * b(group, col0 + c); });
+  }
+};
+
+/// The row-wise kernel: tp::scaled_matmul's row-wise tiles (128 x 256, 128 of K a step, 4
+/// stages of 48 KB) on the grouped schedule, the memory warpgroup at 40 registers so that the
+/// compute warpgroups keep 232 for the accumulator and a thread's 64 column scales.
+template <class T>
+using scaled_grouped_matmul_row_wise_kernel =
+    grouped_matmul_kernel<T, rhs_layout::nk, 128, 256, 4, 128, bf16, group_row_scales, 40>;
+
+/// The block-scaled kernel: 128 x 128 tiles (a tile's columns in one
 /// block of B's scales; three 64 x 128 accumulators a thread: the sum and two k-blocks'
 /// products), 2 x 128 of K a step, 3 stages (64 KB each, the epilogue's 16 KB and the group
 /// tables' 3 KB beside them), the memory warpgroup at 40 registers so that the compute
@@ -86,6 +117,28 @@ void run(const char* fn, const device& dev, const tensor_view<T, 2>& a, const te
   else grouped_matmul_detail::launch(dev, kern, a, b, out, opt.stream);
 }
 
+/// The row-wise recipe: scale_a [rows] (the masked layout's groups stacked), scale_b [G, N].
+template <class T>
+void run_row_wise(const char* fn, const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 3>& b,
+                  const scale_matrix& scale_a, const tensor_view<float, 2>& scale_b, const int* group_table, int groups,
+                  int masked_stride, const tensor_view<bf16, 2>& out, const scaled_grouped_matmul_options& opt) {
+  static_assert(wgmma_fp8_type<T>, "tilepipe: scaled_grouped_matmul multiplies fp8 operands (fp8_e4m3 or fp8_e5m2)");
+  scaled_grouped_matmul_row_wise_kernel<T> kern;
+  const bool any_rows = grouped_matmul_detail::prepare(kern, fn, a, b, rhs_layout::nk, group_table, groups,
+                                                       masked_stride, out, "a", "b");
+  const long long M = a.shape[0], N = b.shape[1];
+  if (scale_a.rows != M)
+    detail::throw_formatted("%s: row-wise scale_a has %lld scales, expected one per row of a (%lld)", fn, scale_a.rows, M);
+  if (scale_b.shape[0] != groups || scale_b.shape[1] != N)
+    detail::throw_formatted("%s: row-wise scale_b is [%lld, %lld], expected [%lld, %lld] (a scale per group and column "
+                            "of out)",
+                            fn, scale_b.shape[0], scale_b.shape[1], static_cast<long long>(groups), N);
+  if (!scale_a.data || !scale_b.data) detail::throw_formatted("%s: scale_a or scale_b is null", fn);
+  if (!any_rows) return;
+  kern.epilogue = group_row_scales{scale_a, scaled_matmul_detail::scales_of(scale_b)};
+  grouped_matmul_detail::launch(dev, kern, a, b, out, opt.stream);
+}
+
 }  // namespace scaled_grouped_matmul_detail
 
 /// out[M, N] = a[M, K] . b[g]^T with block scales (the top of this file): rows
@@ -129,6 +182,44 @@ void scaled_grouped_matmul_masked(const device& dev, const tensor_view<T, 3>& a,
   scaled_grouped_matmul_detail::run(fn, dev, stacked(a, "a", fn), b, stacked(scale_a, "scale_a", fn), scale_b,
                                     group_counts, static_cast<int>(a.shape[0]), static_cast<int>(a.shape[1]),
                                     stacked(out, "out", fn), opt);
+}
+
+/// Row-wise scales (torch._scaled_grouped_mm's recipe): out(i, j) = scale_a[i] * scale_b[g, j]
+/// * sum_k a(i, k) b(g, j, k) for the rows i of group g (rows as above); scale_a [M] and
+/// scale_b [G, N], any strides.
+template <class T>
+void scaled_grouped_matmul(const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 3>& b,
+                           const tensor_view<float, 1>& scale_a, const tensor_view<float, 2>& scale_b,
+                           const int* group_offsets, const tensor_view<bf16, 2>& out,
+                           const scaled_grouped_matmul_options& opt = {}) {
+  const scale_matrix sa{scale_a.data, scale_a.shape[0], 1, scale_a.stride[0], 0};
+  scaled_grouped_matmul_detail::run_row_wise("scaled_grouped_matmul", dev, a, b, sa, scale_b, group_offsets,
+                                             static_cast<int>(b.shape[0]), 0, out, opt);
+}
+
+/// The masked layout with row-wise scales: scale_a [G, Mmax] (its groups back to back,
+/// stride[0] = Mmax * stride[1]) and scale_b [G, N].
+template <class T>
+void scaled_grouped_matmul_masked(const device& dev, const tensor_view<T, 3>& a, const tensor_view<T, 3>& b,
+                                  const tensor_view<float, 2>& scale_a, const tensor_view<float, 2>& scale_b,
+                                  const int* group_counts, const tensor_view<bf16, 3>& out,
+                                  const scaled_grouped_matmul_options& opt = {}) {
+  using grouped_matmul_detail::stacked;
+  constexpr const char* fn = "scaled_grouped_matmul_masked";
+  if (a.shape[0] != b.shape[0] || out.shape[0] != a.shape[0] || scale_a.shape[0] != a.shape[0])
+    detail::throw_formatted("%s: a has %lld groups, b %lld, out %lld and scale_a %lld", fn, a.shape[0], b.shape[0],
+                            out.shape[0], scale_a.shape[0]);
+  if (out.shape[1] != a.shape[1] || scale_a.shape[1] != a.shape[1])
+    detail::throw_formatted("%s: a has %lld rows per group, out %lld and scale_a %lld", fn, a.shape[1], out.shape[1],
+                            scale_a.shape[1]);
+  if (a.shape[1] < 1) detail::throw_formatted("%s: a has no rows per group", fn);
+  if (scale_a.shape[0] > 1 && scale_a.stride[0] != scale_a.shape[1] * scale_a.stride[1])
+    detail::throw_formatted("%s: scale_a's groups must lie back to back (stride %lld in dimension 0, expected %lld x %lld)",
+                            fn, scale_a.stride[0], scale_a.shape[1], scale_a.stride[1]);
+  const scale_matrix sa{scale_a.data, scale_a.shape[0] * scale_a.shape[1], 1, scale_a.stride[1], 0};
+  scaled_grouped_matmul_detail::run_row_wise(fn, dev, stacked(a, "a", fn), b, sa, scale_b, group_counts,
+                                             static_cast<int>(a.shape[0]), static_cast<int>(a.shape[1]),
+                                             stacked(out, "out", fn), opt);
 }
 
 }  // namespace tilepipe
