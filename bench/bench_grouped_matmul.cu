@@ -7,7 +7,8 @@
 // FLOPs: 2 M N K, M the routed rows. dtype e4m3 runs the fp8 grouped matmul
 // (kernels/scaled_grouped_matmul.cuh; bench/grouped_matmul_fp8_shapes.txt) twice: with block
 // scales (impl tilepipe_block) and with row-wise scales (tilepipe_row_wise, the recipe of the
-// peer torch._scaled_grouped_mm).
+// peer torch._scaled_grouped_mm). TP_BENCH_VARIANTS=1 adds variants of the kernels (stages
+// and epilogue chunks: fp8_variants and bf16_variants below).
 //   bench_grouped_matmul --shapes bench/grouped_matmul_shapes.txt --json out.json
 #include <tilepipe/kernels/grouped_matmul.cuh>
 #include <tilepipe/kernels/scaled_grouped_matmul.cuh>
@@ -15,8 +16,10 @@
 #include "../examples/common/grouped_routing.hpp"
 #include "bench_util.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace {
@@ -102,8 +105,23 @@ std::string time_and_report(const char* impl, const config& c, long long M, long
   return buf;
 }
 
-template <class T>
-std::string run(const tp::device& dev, const config& c) {
+/// Variants of the 16-bit kernel (TP_BENCH_VARIANTS): Stages stages, epilogue chunks of 64 x EN
+/// in Buffers buffers a warpgroup.
+template <int Stages, int EN, int Buffers>
+struct bf16_variant {
+  template <class T, tp::rhs_layout L>
+  using kernel = tp::grouped_matmul_kernel<T, L, 128, 256, Stages, 64, T, tp::no_epilogue, 56, EN, Buffers>;
+};
+template <class F>
+void bf16_variants(F&& f) {
+  f("tilepipe_s4_e32x2", bf16_variant<4, 32, 2>{});
+  f("tilepipe_s3_e64x4", bf16_variant<3, 64, 4>{});
+  f("tilepipe_s4_e64x1", bf16_variant<4, 64, 1>{});
+}
+
+/// tp::grouped_matmul, or (Variant: a bf16_variant) a variant of its kernel.
+template <class T, class Variant = void>
+std::string run(const tp::device& dev, const config& c, const char* name = "tilepipe") {
   const auto sizes = example::group_sizes(c.groups, c.rows, c.routing);
   const auto ends = example::group_ends(sizes);
   const long long M = ends.back(), K = c.k, N = c.n, G = c.groups;
@@ -115,19 +133,48 @@ std::string run(const tp::device& dev, const config& c) {
   auto offs = tp::tensor<int, 1>::from_host(dev, {G}, ends);
   const tp::tensor_view<T, 2> lhs{a.data(), {M, K}, {K, 1}, true}, o{out.data(), {M, N}, {N, 1}, true};
   const tp::tensor_view<T, 3> rhs{b.data(), {G, kn ? K : N, kn ? N : K}, {K * N, kn ? N : K, 1}, true};
-  auto call = [&](int) { tp::grouped_matmul<T>(dev, lhs, rhs, layout, offs.data(), o); };
+  auto call = [&](int) {
+    if constexpr (std::is_void_v<Variant>) {
+      tp::grouped_matmul<T>(dev, lhs, rhs, layout, offs.data(), o);
+    } else {
+      auto variant = [&](auto l) {
+        typename Variant::template kernel<T, decltype(l)::value> kern;
+        if (tp::grouped_matmul_detail::prepare(kern, name, lhs, rhs, layout, offs.data(), static_cast<int>(G), 0, o))
+          tp::grouped_matmul_detail::launch(dev, kern, lhs, rhs, o, nullptr);
+      };
+      if (kn) variant(std::integral_constant<tp::rhs_layout, tp::rhs_layout::kn>{});
+      else variant(std::integral_constant<tp::rhs_layout, tp::rhs_layout::nk>{});
+    }
+  };
 
   call(0);
   const double worst = spot_check(out.to_host(), M, N, K, ends, [&](long long r, long long j, long long g, long long k) {
     return tp::to_float(pool_a[(r * K + k) % pool_size]) *
            double(tp::to_float(pool_b[(g * K * N + (kn ? k * N + j : j * K + k)) % pool_size]));
   });
-  return time_and_report("tilepipe", c, M, N, K, call, worst);
+  return time_and_report(name, c, M, N, K, call, worst);
+}
+
+/// Variants of the row-wise kernel (TP_BENCH_VARIANTS): name, and the kernel as a type tag.
+template <class K>
+struct kernel_tag {
+  using type = K;
+};
+template <int BN, int Stages, int EN, int Buffers>
+using row_wise_variant = tp::grouped_matmul_kernel<tp::fp8_e4m3, tp::rhs_layout::nk, 128, BN, Stages, 128, tp::bf16,
+                                                   tp::group_row_scales, 40, EN, Buffers>;
+template <class F>
+void fp8_variants(F&& f) {
+  f("tilepipe_row_wise_s4_e32x2", kernel_tag<row_wise_variant<256, 4, 32, 2>>{});
+  f("tilepipe_row_wise_s3_e64x4", kernel_tag<row_wise_variant<256, 3, 64, 4>>{});
+  f("tilepipe_row_wise_s4_e64x1", kernel_tag<row_wise_variant<256, 4, 64, 1>>{});
 }
 
 /// The fp8 grouped matmul (dtype e4m3, rhs nk): tp::scaled_grouped_matmul with block scales
-/// (A's M-major, the layout it loads with TMA) or row-wise ones, scales in [0.5, 2].
-std::string run_fp8(const tp::device& dev, const config& c, bool row_wise) {
+/// (A's M-major, the layout it loads with TMA) or row-wise ones, scales in [0.5, 2]; or a
+/// variant of the row-wise kernel (Variant: kernel_tag<kernel>).
+template <class Variant = void>
+std::string run_fp8(const tp::device& dev, const config& c, bool row_wise, const char* name = nullptr) {
   using T = tp::fp8_e4m3;
   if (c.layout != "nk") tp::detail::throw_formatted("bench_grouped_matmul: e4m3 needs rhs nk ([G, N, K], K-major)");
   const auto sizes = example::group_sizes(c.groups, c.rows, c.routing);
@@ -154,8 +201,15 @@ std::string run_fp8(const tp::device& dev, const config& c, bool row_wise) {
   const tp::tensor_view<float, 1> sa_rows{sa_storage.data(), {M}, {1}, true};
   const tp::tensor_view<float, 2> sb_cols{sb.data(), {G, N}, {N, 1}, true};
   auto call = [&](int) {
-    if (row_wise) tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa_rows, sb_cols, offs.data(), o);
-    else tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa, sb, offs.data(), o);
+    if constexpr (!std::is_void_v<Variant>) {
+      const tp::scale_matrix sa_matrix{sa_rows.data, M, 1, 1, 0};
+      tp::scaled_grouped_matmul_detail::run_row_wise<T, typename Variant::type>(
+          name, dev, lhs, rhs, sa_matrix, sb_cols, offs.data(), static_cast<int>(G), 0, o, {});
+    } else if (row_wise) {
+      tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa_rows, sb_cols, offs.data(), o);
+    } else {
+      tp::scaled_grouped_matmul<T>(dev, lhs, rhs, sa, sb, offs.data(), o);
+    }
   };
 
   call(0);
@@ -165,7 +219,7 @@ std::string run_fp8(const tp::device& dev, const config& c, bool row_wise) {
     const double w = tp::to_float(pool_b[(g * N * K + j * K + k) % pool_size]) * hsb[(g * nb + nbi) * kb + kbi];
     return x * w;
   });
-  return time_and_report(row_wise ? "tilepipe_row_wise" : "tilepipe_block", c, M, N, K, call, worst);
+  return time_and_report(name ? name : row_wise ? "tilepipe_row_wise" : "tilepipe_block", c, M, N, K, call, worst);
 }
 
 }  // namespace
@@ -183,14 +237,31 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> rows;
   int status = 0;
+  const bool variants = std::getenv("TP_BENCH_VARIANTS") != nullptr;
   for (const config& c : read_shapes(shapes)) {
-    const bool fp8 = c.dtype == "e4m3";
-    for (const char* impl : fp8 ? std::vector<const char*>{"tilepipe_block", "tilepipe_row_wise"}
-                                : std::vector<const char*>{"tilepipe"}) {
+    // The runs of the row: (impl, run).
+    std::vector<std::pair<const char*, std::function<std::string()>>> runs;
+    if (c.dtype == "e4m3") {
+      runs.emplace_back("tilepipe_block", [&] { return run_fp8(dev, c, false); });
+      runs.emplace_back("tilepipe_row_wise", [&] { return run_fp8(dev, c, true); });
+      if (variants)
+        fp8_variants([&](const char* name, auto tag) {
+          runs.emplace_back(name, [&, name] { return run_fp8<decltype(tag)>(dev, c, true, name); });
+        });
+    } else {
+      runs.emplace_back("tilepipe", [&] { return c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c); });
+      if (variants)
+        bf16_variants([&](const char* name, auto v) {
+          using V = decltype(v);
+          runs.emplace_back(name, [&, name] {
+            return c.dtype == "f16" ? run<tp::f16, V>(dev, c, name) : run<tp::bf16, V>(dev, c, name);
+          });
+        });
+    }
+    for (const auto& [impl, run_it] : runs) {
       std::string r;
       try {
-        r = fp8 ? run_fp8(dev, c, !std::strcmp(impl, "tilepipe_row_wise"))
-            : c.dtype == "f16" ? run<tp::f16>(dev, c) : run<tp::bf16>(dev, c);
+        r = run_it();
         if (r.find("mismatch") != std::string::npos) status = 1;
       } catch (const tp::error& e) {
         std::printf("%s %s: %s\n", impl, c.dtype.c_str(), e.what());

@@ -1,7 +1,7 @@
 // The epilogue store of the warp-specialised matmul kernels (CUTLASS's epilogue): each
-// compute warpgroup converts its accumulator chunk by chunk into two SMEM buffers in turn
-// (or one, where SMEM is short) and stores each chunk with TMA, without waiting for the
-// stores: they drain while the next tile computes.
+// compute warpgroup converts its accumulator chunk by chunk into SMEM buffers in turn (two,
+// one where SMEM is short, up to four where it is not) and stores each chunk with TMA, without
+// waiting for the stores: they drain while the next tile computes.
 #pragma once
 
 #include "../context.cuh"
@@ -15,12 +15,13 @@
 namespace tilepipe {
 
 /// Buffers SMEM chunk buffers (View: one chunk, e.g. tp::smem<T, tile<block<64, 64>, ...>>)
-/// per compute warpgroup, and the store through them. With one buffer, a chunk waits until
-/// the store of the one before it has read the buffer (DeepGEMM's epilogue).
+/// per compute warpgroup, and the store through them. A chunk waits until the store that
+/// last read its buffer has read it: with one buffer, the store of the chunk before
+/// (DeepGEMM's epilogue); with as many buffers as chunks, a store of the tile before.
 template <class View, int ComputeWgs, int Buffers = 2>
 class chunked_store_epilogue {
  public:
-  static_assert(Buffers == 1 || Buffers == 2, "tilepipe: chunked_store_epilogue: one or two buffers per warpgroup");
+  static_assert(Buffers >= 1 && Buffers <= 4, "tilepipe: chunked_store_epilogue: one to four buffers per warpgroup");
   /// The shared memory allocate() takes.
   static constexpr std::uint32_t smem_bytes = Buffers * ComputeWgs * View::bytes;
 

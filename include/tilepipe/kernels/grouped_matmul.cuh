@@ -60,9 +60,10 @@ concept group_epilogue = requires(const E& e, const accumulator<M, N>& acc, long
 /// tiles rounded up to 128 (group g's column j is g * group_columns() + j; group_columns() is
 /// ceil(N / 128) * 128 with the block-scaled kernel's 128-wide tiles): B's block scales
 /// [G, ceil(N/128), ceil(K/128)] stacked as [G * ceil(N/128), ceil(K/128)] read each group's
-/// own. MemRegs: the memory warpgroup's registers.
-template <class T, rhs_layout L, int BM = 128, int BN = 256, int Stages = 4, int BK = 64, class TC = T,
-          class Epilogue = no_epilogue, int MemRegs = 56>
+/// own. MemRegs: the memory warpgroup's registers. EpilogueCols, EpilogueBuffers: the
+/// epilogue's SMEM chunks (64 rows x EpilogueCols) and how many a compute warpgroup has.
+template <class T, rhs_layout L, int BM = 128, int BN = 256, int Stages = 3, int BK = 64, class TC = T,
+          class Epilogue = no_epilogue, int MemRegs = 56, int EpilogueCols = 64, int EpilogueBuffers = 2>
 struct grouped_matmul_kernel {
   static constexpr int max_groups = 256;
   static constexpr bool promotes = k_block_scales<Epilogue>;  // scales per k-block, applied every block
@@ -77,8 +78,11 @@ struct grouped_matmul_kernel {
   static constexpr int compute_wgs = ws.compute_wgs;
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
-  // Epilogue chunks of 64 x 32: the group tables take the SMEM that 64 x 64 chunks would.
-  static constexpr int EM = 64, EN = 32;
+  // Epilogue chunks of 64 x EpilogueCols in EpilogueBuffers buffers a warpgroup: by default
+  // 64 x 64 in two (8 KB each) beside 3 stages of 48 KB. Measured against 4 stages and
+  // 64 x 32 chunks (docs/benchmarks.md): +1-5% (bf16), +3-5% (fp8 row-wise): a tile's
+  // epilogue waits for its chunk buffers half as often, and 3 stages keep the tensor core fed.
+  static constexpr int EM = 64, EN = EpilogueCols;
   // lhs tiles start at any row (a group's first): the row index is an element offset.
   using a_tile = tile<block<element(BM), KS>, swizzle<SK>>;
   using b_tile = std::conditional_t<L == rhs_layout::kn, tile<block<squeezed, KS, BN>, swizzle<128>>,
@@ -156,7 +160,7 @@ struct grouped_matmul_kernel {
     if (row_tiles == 0) return;  // every group empty (masked decode)
 
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
-    chunked_store_epilogue<c_view, compute_wgs> c_chunks;
+    chunked_store_epilogue<c_view, compute_wgs, EpilogueBuffers> c_chunks;
     [[maybe_unused]] accumulator<WM, BN> first, second;  // promoting_k_step's products of a step's k-blocks
     const matmul_k_step<WM, BN, L == rhs_layout::nk> step{acc, ci};
     auto tile_pipeline = [&](placed_tile p) {

@@ -59,12 +59,13 @@ struct group_row_scales {
   }
 };
 
-/// The row-wise kernel: tp::scaled_matmul's row-wise tiles (128 x 256, 128 of K a step, 4
-/// stages of 48 KB) on the grouped schedule, the memory warpgroup at 40 registers so that the
-/// compute warpgroups keep 232 for the accumulator and a thread's 64 column scales.
+/// The row-wise kernel: tp::scaled_matmul's row-wise tiles (128 x 256, 128 of K a step) in
+/// the grouped kernel's 3 stages of 48 KB and 64 x 64 epilogue chunks, the memory warpgroup
+/// at 40 registers so that the compute warpgroups keep 232 for the accumulator and a thread's
+/// 64 column scales.
 template <class T>
 using scaled_grouped_matmul_row_wise_kernel =
-    grouped_matmul_kernel<T, rhs_layout::nk, 128, 256, 4, 128, bf16, group_row_scales, 40>;
+    grouped_matmul_kernel<T, rhs_layout::nk, 128, 256, 3, 128, bf16, group_row_scales, 40>;
 
 /// The block-scaled kernel: 128 x 128 tiles (a tile's columns in one
 /// block of B's scales; three 64 x 128 accumulators a thread: the sum and two k-blocks'
@@ -75,7 +76,7 @@ using scaled_grouped_matmul_row_wise_kernel =
 /// the deadlock; at the bf16 grouped kernel's 56 the compute warpgroups would get 224, and
 /// ptxas spills as much.)
 template <class T, class Scales>
-using scaled_grouped_matmul_kernel = grouped_matmul_kernel<T, rhs_layout::nk, 128, 128, 3, 128, bf16, Scales, 40>;
+using scaled_grouped_matmul_kernel = grouped_matmul_kernel<T, rhs_layout::nk, 128, 128, 3, 128, bf16, Scales, 40, 32>;
 
 namespace scaled_grouped_matmul_detail {
 
@@ -118,12 +119,13 @@ void run(const char* fn, const device& dev, const tensor_view<T, 2>& a, const te
 }
 
 /// The row-wise recipe: scale_a [rows] (the masked layout's groups stacked), scale_b [G, N].
-template <class T>
+/// Kernel: the row-wise kernel, or a variant of it (bench/).
+template <class T, class Kernel = scaled_grouped_matmul_row_wise_kernel<T>>
 void run_row_wise(const char* fn, const device& dev, const tensor_view<T, 2>& a, const tensor_view<T, 3>& b,
                   const scale_matrix& scale_a, const tensor_view<float, 2>& scale_b, const int* group_table, int groups,
                   int masked_stride, const tensor_view<bf16, 2>& out, const scaled_grouped_matmul_options& opt) {
   static_assert(wgmma_fp8_type<T>, "tilepipe: scaled_grouped_matmul multiplies fp8 operands (fp8_e4m3 or fp8_e5m2)");
-  scaled_grouped_matmul_row_wise_kernel<T> kern;
+  Kernel kern;
   const bool any_rows = grouped_matmul_detail::prepare(kern, fn, a, b, rhs_layout::nk, group_table, groups,
                                                        masked_stride, out, "a", "b");
   const long long M = a.shape[0], N = b.shape[1];
