@@ -61,8 +61,10 @@ def operands(backend, rng, m=M, n=N, k=K):
 
 def scales(backend, rng, mode, m=M, n=N, k=K):
     """scale_a and scale_b of one mode in torch._scaled_mm's shapes, and the float64 factors they
-    put on each element of a [m, k] and b [k, n]. Block scale_a is laid out as torch's cuBLAS
-    path wants it (outer-dimension-major: the transpose of a [ceil(k/128), m] array)."""
+    put on each element of a [m, k] and b [k, n]. Block scales are laid out as torch's cuBLAS
+    path wants them (outer-dimension-major): scale_a the transpose of a [ceil(k/128), m] array,
+    scale_b of a [ceil(n/128), ceil(k/128)] one (contiguous [ceil(k/128), ceil(n/128)] scales
+    it rejects: "Invalid scaling configuration")."""
     kb, nb = -(-k // 128), -(-n // 128)
     draw = lambda *shape: np.float32(2.0) ** rng.uniform(-6, 6, shape).astype(np.float32)
     if mode == "per_tensor":
@@ -71,10 +73,10 @@ def scales(backend, rng, mode, m=M, n=N, k=K):
     if mode == "row_wise":
         sa, sb = draw(m, 1), draw(1, n)
         return f32(backend, sa), f32(backend, sb), np.repeat(sa, k, 1).astype(np.float64), np.repeat(sb, k, 0).astype(np.float64)
-    sa_t, sb = draw(kb, m), draw(kb, nb)
+    sa_t, sb_t = draw(kb, m), draw(nb, kb)
     fa = np.repeat(sa_t.T, 128, 1)[:, :k].astype(np.float64)
-    fb = np.repeat(np.repeat(sb, 128, 0), 128, 1)[:k, :n].astype(np.float64)
-    return transposed(backend, f32(backend, sa_t)), f32(backend, sb), fa, fb
+    fb = np.repeat(np.repeat(sb_t.T, 128, 0), 128, 1)[:k, :n].astype(np.float64)
+    return transposed(backend, f32(backend, sa_t)), transposed(backend, f32(backend, sb_t)), fa, fb
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
