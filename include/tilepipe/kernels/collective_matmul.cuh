@@ -10,7 +10,8 @@
 //
 // Both are rings of D steps over the D shards, each step the persistent warp-specialised
 // matmul of examples/matmul_ws over one shard's tiles (two compute warpgroups of 64 rows,
-// 128 x 256 tiles, 4 stages of 64-deep K), chained across steps in one warp_specialized_for:
+// 128 x 256 tiles, 4 stages of 64-deep K, c stored by TMA through SMEM chunks), chained
+// across steps in one warp_specialized_for:
 //   all-gather:      step s multiplies shard (d + s) % D. Step 0 reads this device's a; while
 //                    a CTA multiplies a tile of the shard's first column of tiles, compute
 //                    warpgroup 0 TMA-stores each A block it already holds in SMEM into the left
@@ -41,6 +42,7 @@
 #pragma once
 
 #include "../tilepipe.cuh"
+#include "chunked_store_epilogue.cuh"
 
 #include <algorithm>
 #include <array>
@@ -68,6 +70,11 @@ struct ring_matmul_kernel {
   // A tile starts at a shard's first row, anywhere: the row index is an element offset.
   using a_tile = tile<block<element(BM), BK>, swizzle<SK>>;
   using b_tile = tile<block<BK, BN>, swizzle<128>>;
+  // c's tiles go out as matmul_ws' do, by TMA in 64 x 64 chunks through two SMEM buffers a
+  // compute warpgroup (a shard's rows start anywhere: the row index is an element offset).
+  static constexpr int EM = 64, EN = 64;
+  using c_tile = tile<block<element(EM), EN>, swizzle<EN * static_cast<int>(sizeof(T))>>;
+  using c_view = smem<T, c_tile>;
   /// What the left neighbour writes into: all-gather, A's row shards [D * slot_rows, K]
   /// (moved by TMA); reduce-scatter, partial sums in T [D shards x max_tiles x compute_wgs slots].
   using received_ref = std::conditional_t<gathers, symmetric<T, 2, a_tile>, symmetric<T, 1>>;
@@ -89,11 +96,17 @@ struct ring_matmul_kernel {
     TP_HD explicit step_name(int s) { text[10] = static_cast<char>('0' + s); }
   };
 
-  /// Rows [row0, row_end) of c from a compute warpgroup's accumulator, columns from col0,
-  /// clipped to c (a tile of a shard whose rows end inside it stores only the shard's).
-  TP_HD static void store_rows(const gmem_ref<T, 2>& c, long long row0, long long row_end, long long col0,
-                               const accumulator<WM, BN>& acc) {
+  /// Rows [row0, row_end) of c from a compute warpgroup's accumulator, columns from col0:
+  /// through the chunk buffers by TMA where all its WM rows are the shard's (TMA clips the
+  /// columns at c's edge), else with plain stores clipped to the shard's rows (a tile of a
+  /// shard whose rows end inside it; TMA would write the next shard's).
+  TP_HD static void store_rows(const gmem_ref<T, 2, c_tile>& c, long long row0, long long row_end, long long col0,
+                               const accumulator<WM, BN>& acc, const chunked_store_epilogue<c_view, compute_wgs>& chunks) {
     if (row0 >= row_end) return;
+    if (row_end - row0 >= WM) {
+      chunks.store(acc, c, [&](int rb, int cb) { return idx(row0 + rb * EM, static_cast<int>(col0 / EN) + cb); });
+      return;
+    }
     gmem_ref<T, 2> dst;
     dst.data = c.data + row0 * c.stride[0] + col0;
     dst.shape[0] = row_end - row0 < WM ? row_end - row0 : WM;
@@ -118,7 +131,7 @@ struct ring_matmul_kernel {
     tile_coord tile;
   };
 
-  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 2, b_tile> b, gmem<T, 2> c,
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 2, b_tile> b, gmem<T, 2, c_tile> c,
                         received_ref received, symmetric<u32, 1> sems) const {
     const int ci = ws.compute_index(ctx);
     const int d = ctx.device_index(), D = ctx.device_count();
@@ -135,6 +148,7 @@ struct ring_matmul_kernel {
     for (int s = 0; s < D; ++s) total += count[s] = shards[shard_of(s, d, D)].worker(cta, ctas).size();
 
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
+    chunked_store_epilogue<c_view, compute_wgs> c_chunks;
     // The profiler track, captured by value where the closures below record.
     const profile_recorder_ref track = ctx.profiler();
 
@@ -176,7 +190,7 @@ struct ring_matmul_kernel {
             semaphore_signal(sems, static_cast<int>(my_piece), left);
           }
           profile_scope stores(track, "store c");
-          store_rows(c, shard_start[shard] + my_row, shard_start[shard] + shard_rows[shard], col0, acc);
+          store_rows(c, shard_start[shard] + my_row, shard_start[shard] + shard_rows[shard], col0, acc, c_chunks);
         } else {
           const long long slot = my_piece * partial_elements;  // this warpgroup's partial sum of the tile
           if (s > 0) {
@@ -193,7 +207,7 @@ struct ring_matmul_kernel {
             semaphore_signal(sems, static_cast<int>(my_piece), left);
           } else {
             profile_scope stores(track, "store c");
-            store_rows(c, my_row, shard_rows[shard], col0, acc);
+            store_rows(c, my_row, shard_rows[shard], col0, acc, c_chunks);
           }
         }
       });
@@ -207,7 +221,8 @@ struct ring_matmul_kernel {
           in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
           max_concurrent_steps<Stages>, context);
     };
-    auto loop = persistent_pipelines<ring_tile>(ws, ctx, tile_pipeline, a, b);
+    auto loop = persistent_pipelines<ring_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b);
+    c_chunks.allocate(ctx, ci);
     // The left neighbour has read what this device wrote into it in the previous launch. (After
     // the allocation: compute-sanitizer's racecheck reports the pipeline's barrier
     // initialisation as racing with their first arrivals when a warpgroup barrier precedes it.)
