@@ -141,6 +141,20 @@ void run_row_wise(const char* fn, const device& dev, const tensor_view<T, 2>& a,
   grouped_matmul_detail::launch(dev, kern, a, b, out, opt.stream);
 }
 
+/// The masked layout's shapes: groups of a, b, out and scale_a, rows per group of a, out and
+/// scale_a (scale_a [G, Mmax, ...]).
+template <class T, int ScaleRank>
+void check_masked(const char* fn, const tensor_view<T, 3>& a, const tensor_view<T, 3>& b,
+                  const tensor_view<bf16, 3>& out, const tensor_view<float, ScaleRank>& scale_a) {
+  if (a.shape[0] != b.shape[0] || out.shape[0] != a.shape[0] || scale_a.shape[0] != a.shape[0])
+    detail::throw_formatted("%s: a has %lld groups, b %lld, out %lld and scale_a %lld", fn, a.shape[0], b.shape[0],
+                            out.shape[0], scale_a.shape[0]);
+  if (out.shape[1] != a.shape[1] || scale_a.shape[1] != a.shape[1])
+    detail::throw_formatted("%s: a has %lld rows per group, out %lld and scale_a %lld", fn, a.shape[1], out.shape[1],
+                            scale_a.shape[1]);
+  if (a.shape[1] < 1) detail::throw_formatted("%s: a has no rows per group", fn);
+}
+
 }  // namespace scaled_grouped_matmul_detail
 
 /// out[M, N] = a[M, K] . b[g]^T with block scales (the top of this file): rows
@@ -174,13 +188,7 @@ void scaled_grouped_matmul_masked(const device& dev, const tensor_view<T, 3>& a,
                                   const scaled_grouped_matmul_options& opt = {}) {
   using grouped_matmul_detail::stacked;
   constexpr const char* fn = "scaled_grouped_matmul_masked";
-  if (a.shape[0] != b.shape[0] || out.shape[0] != a.shape[0] || scale_a.shape[0] != a.shape[0])
-    detail::throw_formatted("%s: a has %lld groups, b %lld, out %lld and scale_a %lld", fn, a.shape[0], b.shape[0],
-                            out.shape[0], scale_a.shape[0]);
-  if (out.shape[1] != a.shape[1] || scale_a.shape[1] != a.shape[1])
-    detail::throw_formatted("%s: a has %lld rows per group, out %lld and scale_a %lld", fn, a.shape[1], out.shape[1],
-                            scale_a.shape[1]);
-  if (a.shape[1] < 1) detail::throw_formatted("%s: a has no rows per group", fn);
+  scaled_grouped_matmul_detail::check_masked(fn, a, b, out, scale_a);
   scaled_grouped_matmul_detail::run(fn, dev, stacked(a, "a", fn), b, stacked(scale_a, "scale_a", fn), scale_b,
                                     group_counts, static_cast<int>(a.shape[0]), static_cast<int>(a.shape[1]),
                                     stacked(out, "out", fn), opt);
@@ -208,13 +216,7 @@ void scaled_grouped_matmul_masked(const device& dev, const tensor_view<T, 3>& a,
                                   const scaled_grouped_matmul_options& opt = {}) {
   using grouped_matmul_detail::stacked;
   constexpr const char* fn = "scaled_grouped_matmul_masked";
-  if (a.shape[0] != b.shape[0] || out.shape[0] != a.shape[0] || scale_a.shape[0] != a.shape[0])
-    detail::throw_formatted("%s: a has %lld groups, b %lld, out %lld and scale_a %lld", fn, a.shape[0], b.shape[0],
-                            out.shape[0], scale_a.shape[0]);
-  if (out.shape[1] != a.shape[1] || scale_a.shape[1] != a.shape[1])
-    detail::throw_formatted("%s: a has %lld rows per group, out %lld and scale_a %lld", fn, a.shape[1], out.shape[1],
-                            scale_a.shape[1]);
-  if (a.shape[1] < 1) detail::throw_formatted("%s: a has no rows per group", fn);
+  scaled_grouped_matmul_detail::check_masked(fn, a, b, out, scale_a);
   if (scale_a.shape[0] > 1 && scale_a.stride[0] != scale_a.shape[1] * scale_a.stride[1])
     detail::throw_formatted("%s: scale_a's groups must lie back to back (stride %lld in dimension 0, expected %lld x %lld)",
                             fn, scale_a.stride[0], scale_a.shape[1], scale_a.stride[1]);
