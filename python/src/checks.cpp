@@ -543,6 +543,137 @@ void check(scaled_mm_args& a) {
        a.scale_a.shape_text().c_str(), mode_names[ma], a.scale_b.shape_text().c_str(), mode_names[mb], modes);
 }
 
+void check(scaled_grouped_mm_args& a) {
+  const char* op = "tilepipe.scaled_grouped_mm";
+  if (a.masked) require_rank(op, a.a, 3, "[groups, rows, K], row-major, in the masked layout");
+  else require_rank(op, a.a, 2, "[M, K], row-major, with offs");
+  require_rank(op, a.b, 3, "[groups, K, N], column-major: the transpose of [groups, N, K] weights");
+  require_type(op, a.a, dtype::u8), require_type(op, a.b, dtype::u8);  // fp8, passed as its bits
+  for (const tensor_arg* t : {&a.a, &a.b})
+    if ((t == &a.a ? a.a_format : a.b_format) == fp8_format::e5m2)
+      fail<unsupported_error>("%s: %s is float8_e5m2; tilepipe's Python package multiplies float8_e4m3fn operands "
+                              "only (the C++ tp::scaled_grouped_matmul also takes e5m2 x e5m2: a set of kernels more "
+                              "to build)",
+                              op, t->name);
+  require_rank(op, a.out, a.a.rank, a.masked ? "[groups, rows, N]" : "[M, N]");
+  if (a.out.type != dtype::bf16)
+    fail<unsupported_error>("%s: out_dtype must be bfloat16 (torch._scaled_grouped_mm's output), got %s", op,
+                            a.out.type_name.c_str());
+  require_type(op, a.scale_a, dtype::f32), require_type(op, a.scale_b, dtype::f32);
+  require_same_device(op, {&a.a, &a.b, &a.scale_a, &a.scale_b, &a.table, &a.out});
+  const std::int64_t G = a.b.shape[0], K = a.b.shape[1], N = a.b.shape[2];
+  if (G < 1 || G > 256) fail("%s: b has %lld groups; tilepipe supports 1 to 256", op, static_cast<long long>(G));
+  require_int32_vector(op, a.table, G, "one per group of b");
+  if (a.masked) {
+    if (a.a.shape[0] != G)
+      fail("%s: a has %lld groups but b has %lld", op, static_cast<long long>(a.a.shape[0]), static_cast<long long>(G));
+    if (a.a.shape[1] < 1) fail("%s: a has no rows per group (shape %s)", op, a.a.shape_text().c_str());
+  }
+  const int kd = a.a.rank - 1;
+  if (a.a.shape[kd] != K)
+    fail("%s: a has K = %lld (shape %s) but b has K = %lld (shape %s, logical [groups, K, N])", op,
+         static_cast<long long>(a.a.shape[kd]), a.a.shape_text().c_str(), static_cast<long long>(K),
+         a.b.shape_text().c_str());
+  if (K < 1 || N < 1) fail("%s: K = %lld and N = %lld must be positive", op, static_cast<long long>(K), static_cast<long long>(N));
+  if (K % 16 != 0)
+    fail("%s: K = %lld (a is %s) is not a multiple of 16; the fp8 rows of a and b must be 16-byte multiples (TMA), as "
+         "torch._scaled_grouped_mm also requires",
+         op, static_cast<long long>(K), a.a.shape_text().c_str());
+  if (N % 8 != 0)
+    fail("%s: N = %lld (b is %s) is not a multiple of 8; the rows of the bfloat16 output must be 16-byte multiples "
+         "(TMA): pad b's columns",
+         op, static_cast<long long>(N), a.b.shape_text().c_str());
+  for (int i = 0; i < kd; ++i)
+    if (a.out.shape[i] != a.a.shape[i] || a.out.shape[kd] != N)
+      fail("%s: out must be %s with N = %lld, got %s", op, a.a.shape_text().c_str(), static_cast<long long>(N),
+           a.out.shape_text().c_str());
+  const std::int64_t rows = a.masked ? a.a.shape[0] * a.a.shape[1] : a.a.shape[0];
+  if (rows > 0x7fffffffLL - 256 * 128)
+    fail("%s: a has %lld rows, beyond the kernel's 32-bit row indices", op, static_cast<long long>(rows));
+  // b is [G, K, N] with K contiguous: the transpose of contiguous [G, N, K] weights
+  // (torch._scaled_grouped_mm's column-major mat_b, the K-major layout fp8 wgmma reads).
+  if (a.b.stride[1] != 1 && K > 1)
+    fail("%s: b (%s) must be column-major: the transpose of [groups, N, K] weights (w.transpose(-2, -1)), K "
+         "contiguous, as torch._scaled_grouped_mm requires; its strides are (%lld, %lld, %lld)%s",
+         op, a.b.shape_text().c_str(), static_cast<long long>(a.b.stride[0]), static_cast<long long>(a.b.stride[1]),
+         static_cast<long long>(a.b.stride[2]),
+         a.b.stride[2] == 1 ? " (row-major: pass b.transpose(-2, -1).contiguous().transpose(-2, -1))" : "");
+  tensor_arg b_stored = a.b;  // as the kernel reads it: [G, N, K]
+  b_stored.shape[1] = N, b_stored.shape[2] = K, b_stored.stride[1] = a.b.stride[2], b_stored.stride[2] = a.b.stride[1];
+  require_tma_layout(op, a.a), require_tma_layout(op, b_stored), require_tma_layout(op, a.out);
+
+  // The recipe, from the scales' shapes (their ranks differ, so at most one fits).
+  const std::int64_t kb = (K + 127) / 128, nb = (N + 127) / 128;
+  auto is = [](const tensor_arg& t, std::initializer_list<std::int64_t> shape) {
+    if (t.rank != static_cast<int>(shape.size())) return false;
+    int d = 0;
+    for (const std::int64_t s : shape)
+      if (t.shape[d++] != s) return false;
+    return true;
+  };
+  const std::int64_t g0 = a.a.shape[0], m1 = a.masked ? a.a.shape[1] : 0;  // masked: G and Mmax
+  const bool row_a = a.masked ? is(a.scale_a, {g0, m1}) : is(a.scale_a, {g0});
+  const bool block_a = a.masked ? is(a.scale_a, {g0, m1, kb}) : is(a.scale_a, {g0, kb});
+  const bool row_b = is(a.scale_b, {G, N}), block_b = is(a.scale_b, {G, nb, kb});
+  char recipes[384];
+  const std::string rows_text = a.masked ? std::to_string(g0) + ", " + std::to_string(m1) : std::to_string(g0);
+  std::snprintf(recipes, sizeof recipes,
+                "row-wise (scale_a [%s]: one per row of a; scale_b [%lld, %lld]: one per group and column of out) or "
+                "block (scale_a [%s, %lld]: 1 x 128 blocks of a; scale_b [%lld, %lld, %lld]: 128 x 128 blocks of "
+                "each group's [N, K] weights)",
+                rows_text.c_str(), static_cast<long long>(G), static_cast<long long>(N), rows_text.c_str(),
+                static_cast<long long>(kb), static_cast<long long>(G), static_cast<long long>(nb),
+                static_cast<long long>(kb));
+  if (row_a && row_b) a.mode = scaled_mm_mode::row_wise;
+  else if (block_a && block_b) a.mode = scaled_mm_mode::block;
+  else if ((row_a || block_a) && (row_b || block_b))
+    fail("%s: scale_a %s is a %s scale but scale_b %s is a %s one; both must be of one recipe, float32 %s", op,
+         a.scale_a.shape_text().c_str(), row_a ? "row-wise" : "block", a.scale_b.shape_text().c_str(),
+         row_b ? "row-wise" : "block", recipes);
+  else {
+    const tensor_arg& s = row_a || block_a ? a.scale_b : a.scale_a;
+    fail("%s: %s has shape %s, which is no recipe's for a %s and b %s: the scales are float32 %s", op, s.name,
+         s.shape_text().c_str(), a.a.shape_text().c_str(), a.b.shape_text().c_str(), recipes);
+  }
+  const bool block = a.mode == scaled_mm_mode::block;
+  if (a.promote && !block)
+    fail<unsupported_error>("%s: use_fast_accum=False with row-wise scales is not supported: the row-wise kernel keeps "
+                            "the whole K in the tensor core's accumulator (use_fast_accum=True); block scales promote "
+                            "every 128 of K into float32, and tilepipe.scaled_mm(..., use_fast_accum=False) per group "
+                            "promotes row-wise sums",
+                            op);
+  // The layouts the kernel takes: the masked layout's groups back to back (a, out and scale_a
+  // are read as their stacked rows), and block scale_b's groups back to back.
+  if (a.masked)
+    for (const tensor_arg* t : {&a.a, &a.out, &a.scale_a})
+      if (t->shape[0] > 1 && t->stride[0] != t->shape[1] * t->stride[1])
+        fail("%s: %s's groups must lie back to back in the masked layout (stride %lld in dimension 0, expected %lld "
+             "x %lld)",
+             op, t->name, static_cast<long long>(t->stride[0]), static_cast<long long>(t->shape[1]),
+             static_cast<long long>(t->stride[1]));
+  if (block && G > 1 && nb > 1 && a.scale_b.stride[0] != nb * a.scale_b.stride[1])
+    fail("%s: scale_b's groups must lie back to back (stride %lld in dimension 0, expected %lld blocks x %lld), as in "
+         "a contiguous tensor",
+         op, static_cast<long long>(a.scale_b.stride[0]), static_cast<long long>(nb),
+         static_cast<long long>(a.scale_b.stride[1]));
+  if (const std::int32_t* t = host_ints(a.table)) {
+    for (std::int64_t g = 0; g < G; ++g) {
+      if (a.masked && (t[g] < 0 || t[g] > a.a.shape[1]))
+        fail("%s: %s[%lld] = %d is outside [0, %lld] (the rows per group of a)", op, a.table.name,
+             static_cast<long long>(g), t[g], static_cast<long long>(a.a.shape[1]));
+      const std::int64_t size = a.masked ? 0 : t[g] - (g > 0 ? t[g - 1] : 0);
+      if (!a.masked && size < 0)
+        fail("%s: group %lld has %lld rows according to %s (cumulative row ends %d, then %d); group sizes must not "
+             "be negative",
+             op, static_cast<long long>(g), static_cast<long long>(size), a.table.name, g > 0 ? t[g - 1] : 0, t[g]);
+    }
+    if (!a.masked && t[G - 1] != rows)
+      fail("%s: the groups in %s cover %d rows but a has %lld; tilepipe needs every row of a in a group (slice it to "
+           "the rows the groups cover)",
+           op, a.table.name, t[G - 1], static_cast<long long>(rows));
+  }
+}
+
 }  // namespace tilepipe::python
 
 namespace tilepipe::python {
@@ -556,5 +687,6 @@ void run(const grouped_mm_args& a) { a.a.type == dtype::bf16 ? run_grouped_mm_bf
 void run(const matmul_args& a) { a.a.type == dtype::bf16 ? run_matmul_bf16(a) : run_matmul_f16(a); }
 void run(const quantize_args& a) { a.x.type == dtype::bf16 ? run_quantize_bf16(a) : run_quantize_f16(a); }
 void run(const scaled_mm_args& a) { run_scaled_mm_fp8_e4m3(a); }  // check() admits e4m3 x e4m3 only
+void run(const scaled_grouped_mm_args& a) { run_scaled_grouped_mm_fp8_e4m3(a); }  // e4m3 x e4m3 too
 
 }  // namespace tilepipe::python

@@ -220,7 +220,7 @@ void launch(Args& a, const tensor_arg& first) {
 }  // namespace
 
 NB_MODULE(_C, m) {
-  m.doc() = "tilepipe's kernels (attention, grouped matmul, matmul, fp8 quantisation and matmul) on DLPack tensors and XLA buffers";
+  m.doc() = "tilepipe's kernels (attention, grouped matmul, matmul, fp8 quantisation, matmul and grouped matmul) on DLPack tensors and XLA buffers";
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -364,6 +364,21 @@ NB_MODULE(_C, m) {
     if (launch_it) launch(a, a.a);
     else check(a);
   };
+  auto scaled_grouped_mm = [](bool launch_it, nb::handle a_, nb::handle b, nb::handle scale_a, nb::handle scale_b,
+                              nb::handle table, nb::handle out, bool masked, int a_format, int b_format, bool promote,
+                              std::uintptr_t stream, bool uint16_is_bf16) {
+    call_tensors take;
+    take.uint16_is_bf16 = uint16_is_bf16;
+    scaled_grouped_mm_args a;
+    a.a = take(a_, "a"), a.b = take(b, "b"), a.scale_a = take(scale_a, "scale_a"), a.scale_b = take(scale_b, "scale_b");
+    a.table = take(table, masked ? "masked_m" : "offs"), a.out = take(out, "out");
+    for (const int f : {a_format, b_format})
+      if (f != 0 && f != 1) throw argument_error("tilepipe.scaled_grouped_mm: an fp8 format is 0 (e4m3) or 1 (e5m2)");
+    a.a_format = static_cast<fp8_format>(a_format), a.b_format = static_cast<fp8_format>(b_format);
+    a.masked = masked, a.promote = promote, a.stream = as_stream(stream);
+    if (launch_it) launch(a, a.a);
+    else check(a);
+  };
   for (const bool launch_it : {true, false}) {
     const char* suffix = launch_it ? "" : "_check";
     m.def((std::string("attention") + suffix).c_str(),
@@ -425,6 +440,19 @@ NB_MODULE(_C, m) {
           nb::arg("a_format"), nb::arg("b_format"), nb::arg("promote"), nb::arg("stream"), nb::arg("uint16_is_bf16"),
           "Writes (a @ b) * scales + bias into out (bf16 or f32): a [M, K] and b [K, N] column-major fp8 as their "
           "uint8 bits (format 0: e4m3, 1: e5m2), the scaling mode found from the f32 scales' shapes.");
+    m.def((std::string("scaled_grouped_mm") + suffix).c_str(),
+          [scaled_grouped_mm, launch_it](nb::handle a, nb::handle b, nb::handle scale_a, nb::handle scale_b,
+                                         nb::handle table, nb::handle out, bool masked, int a_format, int b_format,
+                                         bool promote, std::uintptr_t stream, bool bf16) {
+            scaled_grouped_mm(launch_it, a, b, scale_a, scale_b, table, out, masked, a_format, b_format, promote, stream,
+                              bf16);
+          },
+          nb::arg("a"), nb::arg("b"), nb::arg("scale_a"), nb::arg("scale_b"), nb::arg("table"), nb::arg("out"),
+          nb::arg("masked"), nb::arg("a_format"), nb::arg("b_format"), nb::arg("promote"), nb::arg("stream"),
+          nb::arg("uint16_is_bf16"),
+          "Writes the fp8 grouped matmul of a ([M, K] with offs, or [G, Mmax, K] with masked_m) and b (logical "
+          "[G, K, N], K contiguous) into out (bf16): fp8 as their uint8 bits (format 0: e4m3, 1: e5m2), row-wise or "
+          "block scales found from the f32 scales' shapes.");
   }
 
   // For bench/python_overhead.py: the C++ side of a call alone, timed on the host over

@@ -9,6 +9,7 @@
 #include <tilepipe/kernels/grouped_matmul.cuh>
 #include <tilepipe/kernels/matmul.cuh>
 #include <tilepipe/kernels/quantize.cuh>
+#include <tilepipe/kernels/scaled_grouped_matmul.cuh>
 #include <tilepipe/kernels/scaled_matmul.cuh>
 
 #include <mutex>
@@ -197,6 +198,34 @@ void TILEPIPE_PY_ENTRY(const scaled_mm_args& a) {
   on_device(a.a, [&](const device& dev) {
     if (a.out.type == dtype::bf16) scaled_matmul<T, T, bf16>(dev, view_of<T, 2>(a.a), b, view_of<bf16, 2>(a.out), scaling, sa, sb, opt);
     else scaled_matmul<T, T, float>(dev, view_of<T, 2>(a.a), b, view_of<float, 2>(a.out), scaling, sa, sb, opt);
+  });
+}
+#elif TILEPIPE_PY_KERNEL == 7  // fp8 grouped matmul with scales; T: the operands' fp8 type
+void TILEPIPE_PY_ENTRY(const scaled_grouped_mm_args& a) {
+  if (a.a.numel() == 0) return;  // no rows: nothing to write (an empty scale_a may have no data)
+  const std::int64_t G = a.b.shape[0], K = a.b.shape[1], N = a.b.shape[2];
+  tensor_view<T, 3> b = view_of<T, 3>(a.b);  // [G, K, N] with K contiguous, read as the [G, N, K] it transposes
+  b.shape = {G, N, K};
+  b.stride = {a.b.stride[0], a.b.stride[2], a.b.stride[1]};
+  scaled_grouped_matmul_options opt;
+  opt.stream = a.stream;
+  const auto* table = static_cast<const int*>(a.table.data);
+  // The scales' ranks choose the recipe (tp::scaled_grouped_matmul's overloads).
+  on_device(a.a, [&](const device& dev) {
+    if (a.mode == scaled_mm_mode::block) {
+      if (a.masked)
+        scaled_grouped_matmul_masked<T>(dev, view_of<T, 3>(a.a), b, view_of<float, 3>(a.scale_a),
+                                        view_of<float, 3>(a.scale_b), table, view_of<bf16, 3>(a.out), opt);
+      else
+        scaled_grouped_matmul<T>(dev, view_of<T, 2>(a.a), b, view_of<float, 2>(a.scale_a), view_of<float, 3>(a.scale_b),
+                                 table, view_of<bf16, 2>(a.out), opt);
+    } else if (a.masked) {
+      scaled_grouped_matmul_masked<T>(dev, view_of<T, 3>(a.a), b, view_of<float, 2>(a.scale_a),
+                                      view_of<float, 2>(a.scale_b), table, view_of<bf16, 3>(a.out), opt);
+    } else {
+      scaled_grouped_matmul<T>(dev, view_of<T, 2>(a.a), b, view_of<float, 1>(a.scale_a), view_of<float, 2>(a.scale_b),
+                               table, view_of<bf16, 2>(a.out), opt);
+    }
   });
 }
 #elif TILEPIPE_PY_KERNEL == 0  // what the bindings ask of the build and the GPUs

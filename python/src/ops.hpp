@@ -118,6 +118,21 @@ struct scaled_mm_args {
   void* stream = nullptr;
 };
 
+/// torch._scaled_grouped_mm's operation: the fp8 grouped (MoE) matmul with row-wise or block scales.
+struct scaled_grouped_mm_args {
+  tensor_arg a, b;                // a [M, K] (offs) or [G, Mmax, K] (masked), row-major; b [G, K, N] logical, K
+                                  // contiguous (the transpose of [G, N, K] weights): fp8 as uint8 bits
+  fp8_format a_format = fp8_format::e4m3, b_format = fp8_format::e4m3;
+  tensor_arg scale_a, scale_b;    // f32; row-wise: [M] (masked: [G, Mmax]) and [G, N]; block: [M, ceil(K/128)]
+                                  // (masked: [G, Mmax, ceil(K/128)]) and [G, ceil(N/128), ceil(K/128)]
+  tensor_arg table;               // offs: int32 [G] cumulative row ends; masked_m: int32 [G] valid rows per group
+  tensor_arg out;                 // bf16, a's shape with N for K
+  bool masked = false;
+  bool promote = false;           // !use_fast_accum: block scales always promote; row-wise cannot (check() raises)
+  scaled_mm_mode mode = scaled_mm_mode::row_wise;  // set by check(): row_wise or block
+  void* stream = nullptr;
+};
+
 /// Checks everything the host can know about the call (shapes, element types, strides,
 /// alignment, devices, group tables and offsets in host memory) and throws an
 /// argument_error naming the argument; afterwards the kernel's own checks cannot fail on
@@ -128,6 +143,7 @@ void check(grouped_mm_args& a);
 void check(matmul_args& a);
 void check(quantize_args& a);
 void check(scaled_mm_args& a);
+void check(scaled_grouped_mm_args& a);
 
 /// Launch on the tensors' device: the GPU (asynchronously, on `stream`) or the interpreter.
 /// The arguments must have passed check().
@@ -137,6 +153,7 @@ void run(const grouped_mm_args& a);
 void run(const matmul_args& a);
 void run(const quantize_args& a);
 void run(const scaled_mm_args& a);
+void run(const scaled_grouped_mm_args& a);
 
 /// Whether this build has the GPU kernels (nvcc was found) besides the interpreter.
 bool built_with_cuda();
@@ -164,5 +181,6 @@ void run_quantize_f16(const quantize_args&);
 // fp8 e4m3 x e4m3 (bf16 and f32 output): the e5m2 pairs tp::scaled_matmul also has are left
 // out of the extension (each pair is as many kernels again: docs/python.md).
 void run_scaled_mm_fp8_e4m3(const scaled_mm_args&);
+void run_scaled_grouped_mm_fp8_e4m3(const scaled_grouped_mm_args&);
 
 }  // namespace tilepipe::python

@@ -144,3 +144,41 @@ def scaled_mm(a, b, scale_a, scale_b, bias=None, *, out_dtype="bfloat16", use_fa
     """
     return _frontend_of(a).scaled_mm(a, b, scale_a, scale_b, bias, _args.scaled_mm_out_dtype(out_dtype, scale_result),
                                      bool(use_fast_accum))
+
+
+def scaled_grouped_mm(a, b, scale_a, scale_b, offs=None, *, masked_m=None, out_dtype="bfloat16", use_fast_accum=True):
+    """The fp8 grouped matmul of a mixture-of-experts layer with scales, torch._scaled_grouped_mm's
+    conventions: out[i, j] = scales * sum_k a[i, k] b[g(i), k, j], g(i) the group of row i.
+
+    a [M, K] row-major and b [G, K, N] column-major (the transpose of contiguous [G, N, K]
+    weights, b = w.transpose(-2, -1), as torch._scaled_grouped_mm requires), float8_e4m3fn
+    (torch.float8_e4m3fn, or ml_dtypes.float8_e4m3fn for NumPy); offs int32 [G], the groups'
+    cumulative row ends (offs[-1] == M; empty groups allowed): rows offs[g-1]:offs[g] of a
+    belong to group g. K a multiple of 16, N of 8; 1 to 256 groups. The scales are float32
+    arrays on a's device; their shapes choose the recipe:
+      row-wise  scale_a [M], scale_b [G, N] (torch._scaled_grouped_mm's):
+                out[i, j] = scale_a[i] * scale_b[g, j] * sum_k a[i, k] b[g, k, j]
+      block     scale_a [M, ceil(K/128)] (1 x 128 blocks of a), scale_b [G, ceil(N/128),
+                ceil(K/128)] (128 x 128 blocks of each group's [N, K] weights), DeepSeek-V3's
+                (and DeepGEMM's m-grouped kernels'): each 128-wide slice kb of K is scaled by
+                scale_a[i, kb] * scale_b[g, j // 128, kb] before it is summed. torch has no grouped
+                block-scaled op (torch._scaled_grouped_mm takes row-wise scales only).
+    Any strides for row-wise scales and block scale_a; block scale_b's groups back to back (as
+    in a contiguous tensor).
+    a [G, Mmax, K] with b [G, K, N]: batched -> out [G, Mmax, N] (torch's 3-D x 3-D case); with
+    masked_m (int32 [G], counts in [0, Mmax]) only the first masked_m[g] rows of each group are
+    computed (DeepGEMM's masked decode layout; the other rows of out are left as they were
+    allocated). There scale_a is [G, Mmax] (row-wise) or [G, Mmax, ceil(K/128)] (block), its
+    groups back to back like a's and out's.
+    out_dtype: bfloat16 (the default; None means it too, as in torch), the only output;
+    anything else raises NotImplementedError.
+    use_fast_accum: row-wise scales run with the whole K in the tensor core's fp8 accumulator
+    (fast accumulation, use_fast_accum=True, the default here); the row-wise kernel has no
+    promoting variant, so use_fast_accum=False with row-wise scales raises NotImplementedError
+    rather than silently giving less precision than asked for (block scales, which promote
+    every 128 of K into float32, or tilepipe.scaled_mm(..., use_fast_accum=False) per group
+    promote). Block scales always promote, whatever use_fast_accum says.
+    Returns out [M, N] (or [G, Mmax, N]) bfloat16 of a's framework. PyTorch and NumPy.
+    """
+    return _frontend_of(a).scaled_grouped_mm(a, b, scale_a, scale_b, offs, masked_m,
+                                             _args.scaled_grouped_mm_out_dtype(out_dtype), bool(use_fast_accum))

@@ -54,24 +54,25 @@ def lse_shape(q_shape, varlen):
     return (q_shape[1], q_shape[0]) if varlen else (q_shape[0], q_shape[2], q_shape[1])
 
 
-def grouped_mm_case(a_dim, b_dim, offs, masked_m):
-    """Which grouped matmul torch._grouped_mm's shapes ask for: 'ragged' (2-D a, 3-D b, offs:
-    the MoE layer), 'batched' (3-D a and b) or 'masked' (3-D a and b with masked_m)."""
+def grouped_mm_case(a_dim, b_dim, offs, masked_m, op="tilepipe.grouped_mm"):
+    """Which grouped matmul torch._grouped_mm's (and torch._scaled_grouped_mm's) shapes ask for:
+    'ragged' (2-D a, 3-D b, offs: the MoE layer), 'batched' (3-D a and b) or 'masked' (3-D a
+    and b with masked_m). op: the caller's name, for messages."""
     if a_dim == 2 and b_dim == 3:
         if offs is None:
-            raise ValueError("tilepipe.grouped_mm: a 2-D a with a 3-D b needs offs (the groups' cumulative row ends)")
+            raise ValueError(f"{op}: a 2-D a with a 3-D b needs offs (the groups' cumulative row ends)")
         if masked_m is not None:
-            raise ValueError("tilepipe.grouped_mm: masked_m goes with a 3-D a ([groups, rows, K]), not a 2-D one")
+            raise ValueError(f"{op}: masked_m goes with a 3-D a ([groups, rows, K]), not a 2-D one")
         return "ragged"
     if a_dim == 3 and b_dim == 3:
         if offs is not None:
-            raise ValueError("tilepipe.grouped_mm: offs goes with a 2-D a; a 3-D a is one row block per group "
+            raise ValueError(f"{op}: offs goes with a 2-D a; a 3-D a is one row block per group "
                              "(use masked_m for the valid rows of each)")
         return "batched" if masked_m is None else "masked"
     raise NotImplementedError(
-        f"tilepipe.grouped_mm: a {a_dim}-D a with a {b_dim}-D b is not supported; tilepipe has a 2-D a with a 3-D b "
-        "and offs (the MoE layer) and a 3-D a with a 3-D b (batched, or with masked_m); torch._grouped_mm's 2-D x 2-D "
-        "(K-grouped) and 3-D x 2-D cases are not built")
+        f"{op}: a {a_dim}-D a with a {b_dim}-D b is not supported; tilepipe has a 2-D a with a 3-D b "
+        "and offs (the MoE layer) and a 3-D a with a 3-D b (batched, or with masked_m); "
+        f"torch._{op.split('.')[-1]}'s 2-D x 2-D (K-grouped) and 3-D x 2-D cases are not built")
 
 
 def check_out_dtype(op, out_dtype, dtype):
@@ -84,12 +85,13 @@ def check_out_dtype(op, out_dtype, dtype):
 FP8_FORMATS = {"float8_e4m3fn": 0, "float8_e5m2": 1}
 
 
-def fp8_format(name, dtype):
-    """The format code of a scaled_mm operand; anything but float8_e4m3fn / float8_e5m2 raises."""
+def fp8_format(name, dtype, op="tilepipe.scaled_mm"):
+    """The format code of a scaled_mm / scaled_grouped_mm operand; anything but float8_e4m3fn /
+    float8_e5m2 raises."""
     text = str(dtype)
     code = FP8_FORMATS.get(text[6:] if text.startswith("torch.") else text)
     if code is None:
-        raise TypeError(f"tilepipe.scaled_mm: {name} must be fp8 (float8_e4m3fn or float8_e5m2), got {text}")
+        raise TypeError(f"{op}: {name} must be fp8 (float8_e4m3fn or float8_e5m2), got {text}")
     return code
 
 
@@ -112,4 +114,24 @@ def scaled_mm_out_dtype(out_dtype, scale_result=None):
             pass
     if text not in ("bfloat16", "float32"):
         raise NotImplementedError(f"tilepipe.scaled_mm: out_dtype must be bfloat16 or float32, got {out_dtype!r}")
+    return text
+
+
+def scaled_grouped_mm_out_dtype(out_dtype):
+    """'bfloat16' from out_dtype as a string, a torch dtype or a NumPy / ml_dtypes dtype; None is
+    bfloat16 (torch._scaled_grouped_mm's default); anything else raises."""
+    if out_dtype is None:
+        return "bfloat16"
+    text = out_dtype if isinstance(out_dtype, str) else str(out_dtype)
+    if text.startswith("torch."):
+        text = text[6:]
+    elif not isinstance(out_dtype, str):
+        try:
+            import numpy as np
+            text = np.dtype(out_dtype).name
+        except TypeError:
+            pass
+    if text != "bfloat16":
+        raise NotImplementedError(f"tilepipe.scaled_grouped_mm: out_dtype must be bfloat16 (torch._scaled_grouped_mm's "
+                                  f"only output), got {out_dtype!r}")
     return text

@@ -68,3 +68,7 @@ def quantize_fp8(x, group):
 
 def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
     raise NotImplementedError("tilepipe.scaled_mm: CuPy has no float8 dtype; pass torch.Tensors or NumPy arrays")
+
+
+def scaled_grouped_mm(a, b, scale_a, scale_b, offs, masked_m, out_dtype, use_fast_accum):
+    raise NotImplementedError("tilepipe.scaled_grouped_mm: CuPy has no float8 dtype; pass torch.Tensors or NumPy arrays")

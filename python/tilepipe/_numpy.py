@@ -140,3 +140,22 @@ def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
     _C.scaled_mm(a.view(np.uint8), b.view(np.uint8), scale_a, scale_b, _pass(bias), _pass(out), a_format, b_format,
                  not use_fast_accum, 0, out_dtype == "bfloat16")
     return out
+
+
+def scaled_grouped_mm(a, b, scale_a, scale_b, offs, masked_m, out_dtype, use_fast_accum):
+    import ml_dtypes
+    for x, n in ((b, "b"), (scale_a, "scale_a"), (scale_b, "scale_b")):
+        _require_ndarray(x, n)
+    op = "tilepipe.scaled_grouped_mm"
+    a_format, b_format = _args.fp8_format("a", a.dtype, op), _args.fp8_format("b", b.dtype, op)
+    case = _args.grouped_mm_case(a.ndim, b.ndim, offs, masked_m, op)
+    if case == "ragged":
+        table = _int32(offs, "offs")
+    elif case == "masked":
+        table = _int32(masked_m, "masked_m")
+    else:
+        table = np.full(a.shape[0], a.shape[1], np.int32)
+    out = np.empty(a.shape[:-1] + (b.shape[-1],), ml_dtypes.bfloat16)  # out_dtype: bfloat16, the only one
+    _C.scaled_grouped_mm(a.view(np.uint8), b.view(np.uint8), scale_a, scale_b, table, _pass(out), case != "ragged",
+                         a_format, b_format, not use_fast_accum, 0, True)
+    return out

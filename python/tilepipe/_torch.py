@@ -1,5 +1,5 @@
 """PyTorch: the tilepipe::attention / attention_backward / grouped_mm / matmul / quantize_fp8 /
-scaled_mm operators and the eager fast path.
+scaled_mm / scaled_grouped_mm operators and the eager fast path.
 
 The operators are registered with torch.library (CPU and CUDA kernels, fake kernels for
 torch.compile and export, autograd formulas: attention's runs attention_backward, the others
@@ -144,6 +144,15 @@ def _scaled_mm_kernel(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
     return out
 
 
+def _scaled_grouped_mm_kernel(a, b, scale_a, scale_b, table, masked, out_dtype, use_fast_accum):
+    op = "tilepipe.scaled_grouped_mm"
+    a_format, b_format = _args.fp8_format("a", a.dtype, op), _args.fp8_format("b", b.dtype, op)
+    out = torch.empty(a.shape[:-1] + (b.shape[-1],), dtype=out_dtype, device=a.device)
+    _C.scaled_grouped_mm(a.view(torch.uint8), b.view(torch.uint8), scale_a, scale_b, table, out, masked, a_format,
+                         b_format, not use_fast_accum, _stream(a), False)
+    return out
+
+
 # ---- the operators -------------------------------------------------------------------------
 
 _lib = torch.library.Library("tilepipe", "DEF")
@@ -159,6 +168,8 @@ _lib.define("matmul(Tensor a, Tensor b, Tensor? bias, int activation) -> Tensor"
 _lib.define("quantize_fp8(Tensor x, int group) -> (Tensor, Tensor)")
 _lib.define("scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias, ScalarType out_dtype, "
             "bool use_fast_accum) -> Tensor")
+_lib.define("scaled_grouped_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor table, bool masked, "
+            "ScalarType out_dtype, bool use_fast_accum) -> Tensor")
 
 
 def _attention_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, softmax_scale, window_left, window_right,
@@ -177,6 +188,7 @@ for _key in ("CPU", "CUDA"):
     _lib.impl("matmul", _matmul_kernel, _key)
     _lib.impl("quantize_fp8", _quantize_fp8_kernel, _key)
     _lib.impl("scaled_mm", _scaled_mm_kernel, _key)
+    _lib.impl("scaled_grouped_mm", _scaled_grouped_mm_kernel, _key)
 
 
 @torch.library.register_fake("tilepipe::attention")
@@ -214,6 +226,11 @@ def _scaled_mm_fake(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
     return a.new_empty((a.shape[0], b.shape[-1]), dtype=out_dtype)
 
 
+@torch.library.register_fake("tilepipe::scaled_grouped_mm")
+def _scaled_grouped_mm_fake(a, b, scale_a, scale_b, table, masked, out_dtype, use_fast_accum):
+    return a.new_empty(a.shape[:-1] + (b.shape[-1],), dtype=out_dtype)
+
+
 def _no_backward(name):
     def backward(ctx, *grads):
         raise NotImplementedError(f"tilepipe.{name} has no backward pass: tilepipe's kernels are forward only "
@@ -221,7 +238,7 @@ def _no_backward(name):
     return backward
 
 
-for _name in ("attention_backward", "grouped_mm", "matmul", "quantize_fp8", "scaled_mm"):
+for _name in ("attention_backward", "grouped_mm", "matmul", "quantize_fp8", "scaled_mm", "scaled_grouped_mm"):
     torch.library.register_autograd(f"tilepipe::{_name}", _no_backward(_name))
 
 _ops = torch.ops.tilepipe
@@ -351,3 +368,12 @@ def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
     if _direct(a, b, scale_a, scale_b, bias):
         return _scaled_mm_kernel(a, b, scale_a, scale_b, bias, dtype, use_fast_accum)
     return _ops.scaled_mm(a, b, scale_a, scale_b, bias, dtype, use_fast_accum)
+
+
+def scaled_grouped_mm(a, b, scale_a, scale_b, offs, masked_m, out_dtype, use_fast_accum):
+    dtype = _out_dtypes[out_dtype]
+    case = _args.grouped_mm_case(a.dim(), b.dim(), offs, masked_m, "tilepipe.scaled_grouped_mm")
+    table = offs if case == "ragged" else masked_m if case == "masked" else _counts(a)
+    if _direct(a, b, scale_a, scale_b, table):
+        return _scaled_grouped_mm_kernel(a, b, scale_a, scale_b, table, case != "ragged", dtype, use_fast_accum)
+    return _ops.scaled_grouped_mm(a, b, scale_a, scale_b, table, case != "ragged", dtype, use_fast_accum)

@@ -183,7 +183,7 @@ def _frontend_attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale
 
 
 class _Frontend:
-    """What tilepipe.attention / grouped_mm / matmul call with JAX arrays (tilepipe._api)."""
+    """What tilepipe.attention / grouped_mm / matmul / ... call with JAX arrays (tilepipe._api)."""
     attention = staticmethod(_frontend_attention)
     attention_backward = staticmethod(_frontend_attention_backward)
     grouped_mm = staticmethod(_frontend_grouped_mm)
@@ -196,3 +196,8 @@ class _Frontend:
     @staticmethod
     def scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum):
         raise NotImplementedError("tilepipe.scaled_mm has no JAX implementation yet; pass torch.Tensors or NumPy arrays")
+
+    @staticmethod
+    def scaled_grouped_mm(a, b, scale_a, scale_b, offs, masked_m, out_dtype, use_fast_accum):
+        raise NotImplementedError("tilepipe.scaled_grouped_mm has no JAX implementation yet; pass torch.Tensors or "
+                                  "NumPy arrays")
