@@ -343,6 +343,29 @@ void check(attention_backward_args& a) {
   }
 }
 
+/// A grouped matmul's group table where the host holds it (a device table only the kernel
+/// reads): masked counts in [0, rows per group of lhs], otherwise cumulative row ends that do
+/// not decrease and end at lhs's rows.
+void check_group_table(const char* op, const tensor_arg& table, bool masked, std::int64_t groups,
+                       const tensor_arg& lhs, std::int64_t rows) {
+  const std::int32_t* t = host_ints(table);
+  if (!t) return;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    if (masked && (t[g] < 0 || t[g] > lhs.shape[1]))
+      fail("%s: %s[%lld] = %d is outside [0, %lld] (the rows per group of %s)", op, table.name, static_cast<long long>(g),
+           t[g], static_cast<long long>(lhs.shape[1]), lhs.name);
+    const std::int64_t size = masked ? 0 : t[g] - (g > 0 ? t[g - 1] : 0);
+    if (!masked && size < 0)
+      fail("%s: group %lld has %lld rows according to %s (cumulative row ends %d, then %d); group sizes must not be "
+           "negative",
+           op, static_cast<long long>(g), static_cast<long long>(size), table.name, g > 0 ? t[g - 1] : 0, t[g]);
+  }
+  if (!masked && t[groups - 1] != rows)
+    fail("%s: the groups in %s cover %d rows but %s has %lld; tilepipe needs every row of %s in a group (slice it to the "
+         "rows the groups cover)",
+         op, table.name, t[groups - 1], lhs.name, static_cast<long long>(rows), lhs.name);
+}
+
 void check(grouped_mm_args& a) {
   const char* op = "tilepipe.grouped_mm";
   require_16bit(op, a.a), require_16bit(op, a.b, &a.a), require_16bit(op, a.out, &a.a);
@@ -392,22 +415,7 @@ void check(grouped_mm_args& a) {
              "%lld)",
              op, t->name, static_cast<long long>(t->stride[0]), static_cast<long long>(t->shape[1] * t->stride[1]));
   }
-  if (const std::int32_t* t = host_ints(a.table)) {
-    for (std::int64_t g = 0; g < G; ++g) {
-      if (a.masked && (t[g] < 0 || t[g] > a.a.shape[1]))
-        fail("%s: %s[%lld] = %d is outside [0, %lld] (the rows per group of %s)", op, a.table.name,
-             static_cast<long long>(g), t[g], static_cast<long long>(a.a.shape[1]), a.a.name);
-      const std::int64_t size = a.masked ? 0 : t[g] - (g > 0 ? t[g - 1] : 0);
-      if (!a.masked && size < 0)
-        fail("%s: group %lld has %lld rows according to %s (cumulative row ends %d, then %d); group sizes must not "
-             "be negative",
-             op, static_cast<long long>(g), static_cast<long long>(size), a.table.name, g > 0 ? t[g - 1] : 0, t[g]);
-    }
-    if (!a.masked && t[G - 1] != rows)
-      fail("%s: the groups in %s cover %d rows but %s has %lld; tilepipe needs every row of %s in a group (slice it "
-           "to the rows the groups cover)",
-           op, a.table.name, t[G - 1], a.a.name, static_cast<long long>(rows), a.a.name);
-  }
+  check_group_table(op, a.table, a.masked, G, a.a, rows);
 }
 
 void check(matmul_args& a) {
@@ -656,22 +664,7 @@ void check(scaled_grouped_mm_args& a) {
          "a contiguous tensor",
          op, static_cast<long long>(a.scale_b.stride[0]), static_cast<long long>(nb),
          static_cast<long long>(a.scale_b.stride[1]));
-  if (const std::int32_t* t = host_ints(a.table)) {
-    for (std::int64_t g = 0; g < G; ++g) {
-      if (a.masked && (t[g] < 0 || t[g] > a.a.shape[1]))
-        fail("%s: %s[%lld] = %d is outside [0, %lld] (the rows per group of a)", op, a.table.name,
-             static_cast<long long>(g), t[g], static_cast<long long>(a.a.shape[1]));
-      const std::int64_t size = a.masked ? 0 : t[g] - (g > 0 ? t[g - 1] : 0);
-      if (!a.masked && size < 0)
-        fail("%s: group %lld has %lld rows according to %s (cumulative row ends %d, then %d); group sizes must not "
-             "be negative",
-             op, static_cast<long long>(g), static_cast<long long>(size), a.table.name, g > 0 ? t[g - 1] : 0, t[g]);
-    }
-    if (!a.masked && t[G - 1] != rows)
-      fail("%s: the groups in %s cover %d rows but a has %lld; tilepipe needs every row of a in a group (slice it to "
-           "the rows the groups cover)",
-           op, a.table.name, t[G - 1], static_cast<long long>(rows));
-  }
+  check_group_table(op, a.table, a.masked, G, a.a, rows);
 }
 
 }  // namespace tilepipe::python

@@ -353,10 +353,11 @@ def test_errors(backend, rng):
             tilepipe.scaled_grouped_mm(a, b, sa, sb, np.cumsum(sizes).astype(np.float64))
     with pytest.raises(ValueError, match=name + r"offs has 4 entries, expected 5"):
         tilepipe.scaled_grouped_mm(a, b, sa, sb, backend.array(np.array([30, 30, 80, 100], np.int32), "int32"))
-    with pytest.raises(ValueError, match=name + r"the groups in offs cover 90 rows but a has 100"):
-        tilepipe.scaled_grouped_mm(a, b, sa, sb, backend.array(np.array([30, 30, 80, 90, 90], np.int32), "int32"))
-    with pytest.raises(ValueError, match=name + r"group 2 has -10 rows according to offs"):
-        tilepipe.scaled_grouped_mm(a, b, sa, sb, backend.array(np.array([30, 40, 30, 100, 100], np.int32), "int32"))
+    if not backend.gpu:  # the values of a device table only the kernel reads (its debug checks)
+        with pytest.raises(ValueError, match=name + r"the groups in offs cover 90 rows but a has 100"):
+            tilepipe.scaled_grouped_mm(a, b, sa, sb, backend.array(np.array([30, 30, 80, 90, 90], np.int32), "int32"))
+        with pytest.raises(ValueError, match=name + r"group 2 has -10 rows according to offs"):
+            tilepipe.scaled_grouped_mm(a, b, sa, sb, backend.array(np.array([30, 40, 30, 100, 100], np.int32), "int32"))
     with pytest.raises(ValueError, match="needs offs"):
         tilepipe.scaled_grouped_mm(a, b, sa, sb)
     # layouts and shapes
@@ -380,8 +381,9 @@ def test_errors(backend, rng):
     # the masked layout
     a3, b3, sa3, sb3, _, _ = masked_call(backend, rng, "row_wise", [3, 0, 21], 21, 144, 136)
     counts = lambda *c: backend.array(np.array(c, np.int32), "int32")
-    with pytest.raises(ValueError, match=name + r"masked_m\[1\] = 22 is outside \[0, 21\]"):
-        tilepipe.scaled_grouped_mm(a3, b3, sa3, sb3, masked_m=counts(3, 22, 0))
+    if not backend.gpu:
+        with pytest.raises(ValueError, match=name + r"masked_m\[1\] = 22 is outside \[0, 21\]"):
+            tilepipe.scaled_grouped_mm(a3, b3, sa3, sb3, masked_m=counts(3, 22, 0))
     with pytest.raises(ValueError, match=r"scale_a has shape \[63\], which is no recipe's.*scale_a \[3, 21\]"):
         tilepipe.scaled_grouped_mm(a3, b3, ones(63), sb3, masked_m=counts(3, 0, 21))
     wide = ones(3, 29)[:, :21]  # [3, 21] with rows 29 apart: not the stacked rows the kernel reads
