@@ -407,8 +407,12 @@ void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_tw
     std::vector<double> wide_o(wide.o.size());
     for (std::size_t i = 0; i < wide.o.size(); ++i) wide_o[i] = tp::to_float(wide.o[i]);
     EXPECT_LT(test::rel_error(fp8.o, wide_o), 1e-2) << "O";
-    // Exact values summed in another order: f32 rounding only; rounded values: 16-bit rounding.
-    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())), power_of_two ? 1e-5 : 1e-3)
+    // Exact values summed in another order: f32 rounding only; rounded values: 16-bit rounding,
+    // up to the type's machine epsilon (bf16 2^-8: at head dim 256 a seed gave 1.01e-3 against
+    // the 1e-3 this was, with the kernel's sums exact).
+    const double rounded = std::is_same_v<T, tp::bf16> ? 0x1p-8 : 1e-3;
+    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())),
+              power_of_two ? 1e-5 : rounded)
         << "LSE";
   }
 }
