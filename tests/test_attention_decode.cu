@@ -373,57 +373,52 @@ TEST(AttentionDecodeFp8Kv, HeadDimsTypesMasksAndVarlen) {
   check_fp8<tp::f16>({{{70, 1}, {100, 33}}, 4, 2, 128, {}, true, 1}, false);
 }
 
-// The fp8 kernel against the bf16 / f16 kernel given the values the codes stand for. With
-// power-of-two scales those values are exact in 16 bits and scaling every product by a power
-// of two changes no rounding: the same bytes (splits, masks and a varlen batch included).
-// f16 holds them only from a scale of 2^-15 up (e4m3's smallest step, 2^-9, times the scale
-// must reach f16's, 2^-24): the f16 runs take no smaller one. With any other scales the
-// 16-bit values are rounded: the 16-bit types' tolerance. At head dims 64 and 128 the fp8
-// kernel deals a split's KV blocks to two warpgroups and merges their softmax states: the sum
-// runs in the 16-bit kernel's order only where a split holds one KV block (same_order, the
-// interpreter's sizes); longer splits get the tolerance too.
+// The fp8 kernel against the bf16 / f16 kernel given the values the codes stand for, with
+// power-of-two scales: those values are exact in 16 bits and scaling every product by a power
+// of two changes no rounding, so the two kernels give the same bytes (splits, masks and a
+// varlen batch included). f16 holds them only from a scale of 2^-15 up (e4m3's smallest step,
+// 2^-9, times the scale must reach f16's, 2^-24): the f16 runs take no smaller one. At head
+// dims 64 and 128 the fp8 kernel deals a split's KV blocks to two warpgroups and merges their
+// softmax states: the sum runs in the 16-bit kernel's order only where a split holds one KV
+// block (same_order, the interpreter's sizes); longer splits, and head dim 256, are compared
+// within f32 rounding. (Scales of any value are checked against float64 in check_fp8: with
+// them the 16-bit kernel's inputs are rounded, and at head dim 256 the two kernels' results
+// differed by up to 1.4% from that rounding alone, so they are not compared with each other.)
 template <class T>
-void check_fp8_against_16_bits(const problem& p, bool per_head, bool power_of_two, bool same_order = true) {
-  SCOPED_TRACE(describe(p) << (per_head ? " per head" : " per tensor") << (power_of_two ? " powers of two" : ""));
+void check_fp8_against_16_bits(const problem& p, bool per_head, bool same_order = true) {
+  SCOPED_TRACE(describe(p) << (per_head ? " per head" : " per tensor"));
   const auto& dev = test::dev();
   const inputs<T> in(p);
-  const fp8_inputs kv(p, per_head, power_of_two, std::is_same_v<T, tp::f16> ? std::exp2(-15.0) : 0.0);
+  const fp8_inputs kv(p, per_head, true, std::is_same_v<T, tp::f16> ? std::exp2(-15.0) : 0.0);
   const auto scales = kv.scales();
   auto as_t = [](const std::vector<float>& x) {
     std::vector<T> y(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = tp::from_float<T>(x[i]);
     return y;
   };
-  if (power_of_two)  // the premise of the bitwise comparison
-    for (const auto* values : {&kv.k.values, &kv.v.values})
-      ASSERT_EQ(test::as_floats(as_t(*values)), *values) << "the dequantised values are not exact in 16 bits";
+  for (const auto* values : {&kv.k.values, &kv.v.values})  // the premise of the comparison
+    ASSERT_EQ(test::as_floats(as_t(*values)), *values) << "the dequantised values are not exact in 16 bits";
   const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
   const auto fp8 = run(dev, p, in.q, kv.k.codes, kv.v.codes, ws.ref(), &scales);
   const auto wide = run(dev, p, in.q, as_t(kv.k.values), as_t(kv.v.values), ws.ref());
-  if (power_of_two && same_order) {
+  if (same_order) {
     EXPECT_TRUE(bitwise_equal(fp8.o, wide.o)) << "O";
     EXPECT_TRUE(bitwise_equal(fp8.lse, wide.lse)) << "LSE";
-  } else {
+  } else {  // the same values summed in another order: f32 rounding only
     std::vector<double> wide_o(wide.o.size());
     for (std::size_t i = 0; i < wide.o.size(); ++i) wide_o[i] = tp::to_float(wide.o[i]);
     EXPECT_LT(test::rel_error(fp8.o, wide_o), 1e-2) << "O";
-    // Exact values summed in another order: f32 rounding only; rounded values: 16-bit rounding,
-    // up to the type's machine epsilon (bf16 2^-8: at head dim 256 a seed gave 1.01e-3 against
-    // the 1e-3 this was, with the kernel's sums exact).
-    const double rounded = std::is_same_v<T, tp::bf16> ? 0x1p-8 : 1e-3;
-    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())),
-              power_of_two ? 1e-5 : rounded)
-        << "LSE";
+    EXPECT_LT(test::rel_error(fp8.lse, std::vector<double>(wide.lse.begin(), wide.lse.end())), 1e-5) << "LSE";
   }
 }
 
 TEST(AttentionDecodeFp8Kv, AgreesWithSixteenBitsOnTheSameValues) {
   for (bool per_head : {false, true}) {
-    check_fp8_against_16_bits<tp::bf16>(fixed(2, 2, 300, 8, 2, 64, 3, causal), per_head, true);
-    check_fp8_against_16_bits<tp::f16>(fixed(1, 1, 200, 4, 2, 128, 2), per_head, true);
+    check_fp8_against_16_bits<tp::bf16>(fixed(2, 2, 300, 8, 2, 64, 3, causal), per_head);
+    check_fp8_against_16_bits<tp::f16>(fixed(1, 1, 200, 4, 2, 128, 2), per_head);
     check_fp8_against_16_bits<tp::bf16>(fixed(2, 1, 140, 2, 2, 256, 1), per_head, false);
   }
-  check_fp8_against_16_bits<tp::bf16>({{{1, 16, 0, 3}, {200, 65, 9, 0}}, 8, 2, 64, causal, true, 5}, true, true);
+  check_fp8_against_16_bits<tp::bf16>({{{1, 16, 0, 3}, {200, 65, 9, 0}}, 8, 2, 64, causal, true, 5}, true);
 }
 
 TEST(AttentionDecodeFp8Kv, BadScalesAreReported) {
@@ -455,5 +450,5 @@ TEST(AttentionDecodeFp8Kv, LargeOnTheGpu) {
   if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
   check_fp8<tp::bf16>(fixed(2, 1, 131072, 32, 8, 128, 0), true);
   check_fp8<tp::f16>(fixed(3, 4, 20000, 16, 2, 256, 7, causal), false);
-  check_fp8_against_16_bits<tp::bf16>(fixed(4, 1, 32768, 32, 8, 128, 0), true, true, false);
+  check_fp8_against_16_bits<tp::bf16>(fixed(4, 1, 32768, 32, 8, 128, 0), true, false);
 }
