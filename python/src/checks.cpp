@@ -13,6 +13,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <initializer_list>
+#include <utility>
 
 namespace tilepipe::python {
 
@@ -465,17 +466,22 @@ void check(quantize_args& a) {
   require_tma_layout(op, a.x), require_tma_layout(op, a.q);
 }
 
+/// The fp8 operands the extension builds kernels for: e4m3 (cpp_note: what the C++ call takes more).
+void require_e4m3(const char* op, const tensor_arg& a, fp8_format a_format, const tensor_arg& b, fp8_format b_format,
+                  const char* cpp_note) {
+  for (const auto& [t, format] : {std::pair{&a, a_format}, std::pair{&b, b_format}})
+    if (format == fp8_format::e5m2)
+      fail<unsupported_error>("%s: %s is float8_e5m2; tilepipe's Python package multiplies float8_e4m3fn operands "
+                              "only (the C++ %s is a full set of kernels more to build)",
+                              op, t->name, cpp_note);
+}
+
 void check(scaled_mm_args& a) {
   const char* op = "tilepipe.scaled_mm";
   require_rank(op, a.a, 2, "[M, K], row-major");
   require_rank(op, a.b, 2, "[K, N], column-major: the transpose of an [N, K] row-major tensor");
   require_type(op, a.a, dtype::u8), require_type(op, a.b, dtype::u8);  // fp8, passed as its bits
-  for (const tensor_arg* t : {&a.a, &a.b})
-    if ((t == &a.a ? a.a_format : a.b_format) == fp8_format::e5m2)
-      fail<unsupported_error>("%s: %s is float8_e5m2; tilepipe's Python package multiplies float8_e4m3fn operands "
-                              "only (the C++ tp::scaled_matmul also takes e5m2 and mixed pairs: each pair is a full "
-                              "set of kernels more to build)",
-                              op, t->name);
+  require_e4m3(op, a.a, a.a_format, a.b, a.b_format, "tp::scaled_matmul also takes e5m2 and mixed pairs: each pair");
   require_rank(op, a.out, 2, "[M, N]");
   if (a.out.type != dtype::bf16 && a.out.type != dtype::f32)
     fail<unsupported_error>("%s: out_dtype must be bfloat16 or float32, got %s", op, a.out.type_name.c_str());
@@ -557,12 +563,7 @@ void check(scaled_grouped_mm_args& a) {
   else require_rank(op, a.a, 2, "[M, K], row-major, with offs");
   require_rank(op, a.b, 3, "[groups, K, N], column-major: the transpose of [groups, N, K] weights");
   require_type(op, a.a, dtype::u8), require_type(op, a.b, dtype::u8);  // fp8, passed as its bits
-  for (const tensor_arg* t : {&a.a, &a.b})
-    if ((t == &a.a ? a.a_format : a.b_format) == fp8_format::e5m2)
-      fail<unsupported_error>("%s: %s is float8_e5m2; tilepipe's Python package multiplies float8_e4m3fn operands "
-                              "only (the C++ tp::scaled_grouped_matmul also takes e5m2 x e5m2: a set of kernels more "
-                              "to build)",
-                              op, t->name);
+  require_e4m3(op, a.a, a.a_format, a.b, a.b_format, "tp::scaled_grouped_matmul also takes e5m2 x e5m2: a pair");
   require_rank(op, a.out, a.a.rank, a.masked ? "[groups, rows, N]" : "[M, N]");
   if (a.out.type != dtype::bf16)
     fail<unsupported_error>("%s: out_dtype must be bfloat16 (torch._scaled_grouped_mm's output), got %s", op,

@@ -103,17 +103,23 @@ def scaled_mm_out_dtype(out_dtype, scale_result=None):
     if out_dtype is None:
         raise NotImplementedError("tilepipe.scaled_mm: out_dtype=None (torch._scaled_mm's default, an fp8 output of "
                                   "a's dtype) is not supported; pass bfloat16 (the default) or float32")
-    text = out_dtype if isinstance(out_dtype, str) else str(out_dtype)
-    if text.startswith("torch."):
-        text = text[6:]
-    elif not isinstance(out_dtype, str):
-        try:
-            import numpy as np
-            text = np.dtype(out_dtype).name
-        except TypeError:
-            pass
+    text = _dtype_name(out_dtype)
     if text not in ("bfloat16", "float32"):
         raise NotImplementedError(f"tilepipe.scaled_mm: out_dtype must be bfloat16 or float32, got {out_dtype!r}")
+    return text
+
+
+def _dtype_name(dtype):
+    """A dtype's name from a string, a torch dtype or a NumPy / ml_dtypes dtype (else its str)."""
+    text = dtype if isinstance(dtype, str) else str(dtype)
+    if text.startswith("torch."):
+        return text[6:]
+    if not isinstance(dtype, str):
+        try:
+            import numpy as np
+            return np.dtype(dtype).name
+        except TypeError:
+            pass
     return text
 
 
@@ -122,15 +128,7 @@ def scaled_grouped_mm_out_dtype(out_dtype):
     bfloat16 (torch._scaled_grouped_mm's default); anything else raises."""
     if out_dtype is None:
         return "bfloat16"
-    text = out_dtype if isinstance(out_dtype, str) else str(out_dtype)
-    if text.startswith("torch."):
-        text = text[6:]
-    elif not isinstance(out_dtype, str):
-        try:
-            import numpy as np
-            text = np.dtype(out_dtype).name
-        except TypeError:
-            pass
+    text = _dtype_name(out_dtype)
     if text != "bfloat16":
         raise NotImplementedError(f"tilepipe.scaled_grouped_mm: out_dtype must be bfloat16 (torch._scaled_grouped_mm's "
                                   f"only output), got {out_dtype!r}")

@@ -89,17 +89,21 @@ def attention_backward(d_out, q, k, v, out, lse, causal, softmax_scale, window_s
     return dq, dk, dv
 
 
+def _group_table(case, a, offs, masked_m):
+    """The grouped kernels' int32 table: offs (ragged), masked_m (masked), or full groups (batched)."""
+    if case == "ragged":
+        return _int32(offs, "offs")
+    if case == "masked":
+        return _int32(masked_m, "masked_m")
+    return np.full(a.shape[0], a.shape[1], np.int32)
+
+
 def grouped_mm(a, b, offs, masked_m, out_dtype):
     _require_ndarray(b, "b")
     _args.check_out_dtype("tilepipe.grouped_mm", out_dtype, a.dtype)
     case = _args.grouped_mm_case(a.ndim, b.ndim, offs, masked_m)
     out = np.empty(a.shape[:-1] + (b.shape[-1],), a.dtype)
-    if case == "ragged":
-        table = _int32(offs, "offs")
-    elif case == "masked":
-        table = _int32(masked_m, "masked_m")
-    else:
-        table = np.full(a.shape[0], a.shape[1], np.int32)
+    table = _group_table(case, a, offs, masked_m)
     _C.grouped_mm(_pass(a), _pass(b), _pass(out), table, case != "ragged", 0, _is_bf16(a))
     return out
 
@@ -149,12 +153,7 @@ def scaled_grouped_mm(a, b, scale_a, scale_b, offs, masked_m, out_dtype, use_fas
     op = "tilepipe.scaled_grouped_mm"
     a_format, b_format = _args.fp8_format("a", a.dtype, op), _args.fp8_format("b", b.dtype, op)
     case = _args.grouped_mm_case(a.ndim, b.ndim, offs, masked_m, op)
-    if case == "ragged":
-        table = _int32(offs, "offs")
-    elif case == "masked":
-        table = _int32(masked_m, "masked_m")
-    else:
-        table = np.full(a.shape[0], a.shape[1], np.int32)
+    table = _group_table(case, a, offs, masked_m)
     out = np.empty(a.shape[:-1] + (b.shape[-1],), ml_dtypes.bfloat16)  # out_dtype: bfloat16, the only one
     _C.scaled_grouped_mm(a.view(np.uint8), b.view(np.uint8), scale_a, scale_b, table, _pass(out), case != "ragged",
                          a_format, b_format, not use_fast_accum, 0, True)
