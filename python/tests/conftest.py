@@ -113,6 +113,17 @@ def rounded(x, dtype):
     return np.asarray(x).astype(t).astype(np.float64)
 
 
+def fp8(backend, x):
+    """x (NumPy, float64) rounded to float8_e4m3fn as this backend's array, and its float64 values."""
+    q = np.asarray(x).astype(ml_dtypes.float8_e4m3fn)
+    if backend.framework == "torch":
+        import torch
+
+        t = torch.from_numpy(q.view(np.uint8).copy()).view(torch.float8_e4m3fn)
+        return t.to("cuda" if backend.gpu else "cpu"), q.astype(np.float64)
+    return q, q.astype(np.float64)
+
+
 def rel_error(out, ref):
     """Relative Frobenius error, as tilepipe's C++ tests measure it."""
     out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)

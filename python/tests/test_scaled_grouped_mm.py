@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tilepipe
-from conftest import HAS_CUDA, HAS_TORCH, WITH_CPU, Backend, backend_names, rel_error
+from conftest import HAS_CUDA, HAS_TORCH, WITH_CPU, Backend, backend_names, fp8, rel_error
 
 if HAS_TORCH:
     import torch
@@ -27,15 +27,6 @@ def fp8_backend(request):
     """The backends with fp8 arrays: NumPy (ml_dtypes) and PyTorch (JAX has no
     tilepipe.scaled_grouped_mm yet, CuPy no float8 dtype: test_errors checks that they say so)."""
     return Backend(request.param)
-
-
-def fp8(backend, x):
-    """x (NumPy, float64) rounded to float8_e4m3fn as this backend's array, and its float64 values."""
-    q = np.asarray(x).astype(ml_dtypes.float8_e4m3fn)
-    if backend.framework == "torch":
-        t = torch.from_numpy(q.view(np.uint8).copy()).view(torch.float8_e4m3fn)
-        return t.to("cuda" if backend.gpu else "cpu"), q.astype(np.float64)
-    return q, q.astype(np.float64)
 
 
 def transposed(backend, x):

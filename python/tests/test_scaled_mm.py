@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tilepipe
-from conftest import HAS_CUDA, HAS_TORCH, WITH_CPU, Backend, backend_names, rel_error, rounded
+from conftest import HAS_CUDA, HAS_TORCH, WITH_CPU, Backend, backend_names, fp8, rel_error, rounded
 
 if HAS_TORCH:
     import torch
@@ -32,15 +32,6 @@ def tolerance(backend, out_dtype):
     if out_dtype == "bfloat16":
         return 1e-2
     return 1e-3 if backend.gpu else 1e-5
-
-
-def fp8(backend, x):
-    """x (NumPy, float64) rounded to float8_e4m3fn as this backend's array, and its float64 values."""
-    q = np.asarray(x).astype(ml_dtypes.float8_e4m3fn)
-    if backend.framework == "torch":
-        t = torch.from_numpy(q.view(np.uint8).copy()).view(torch.float8_e4m3fn)
-        return t.to("cuda" if backend.gpu else "cpu"), q.astype(np.float64)
-    return q, q.astype(np.float64)
 
 
 def transposed(backend, x):
