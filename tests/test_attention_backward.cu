@@ -1,7 +1,7 @@
 // Flash attention backward (kernels/attention_backward.cuh) against a float64 reference of the
 // gradients on fresh random inputs: O and LSE come from tp::attention_forward, dQ, dK and dV
 // start as NaN (a row the kernels forget, or write outside its sequence, shows) and are
-// compared with gradients computed on the host in double (S, P, dP, dS). Head dims 64 and 128,
+// compared with gradients computed on the host in double (S, P, dP, dS). Head dims 64, 128 and 256,
 // bf16 and f16, non-causal, causal (bottom-right aligned when Sq != Sk) and sliding windows,
 // GQA ratios 1 and 4 (and MQA), odd lengths, Sq = 0 and Sk = 0, packed variable-length batches
 // with empty sequences, repeated runs bitwise identical; then bad input, on the host and (varlen
@@ -185,6 +185,10 @@ TEST(AttentionBackward, HeadDimsAndTypes) {
   check_fixed<tp::bf16>(1, 200, 200, 1, 1, 128);
   check_fixed<tp::f16>(1, 200, 200, 1, 1, 64);
   check_fixed<tp::f16>(1, 130, 200, 1, 1, 128);
+  // Head dim 256: 64-key tiles, S and dP of 32 keys per warpgroup, dK and dV split by columns;
+  // dQ steps by 32 keys.
+  check_fixed<tp::bf16>(1, 70, 100, 1, 1, 256);
+  check_fixed<tp::f16>(1, 100, 70, 2, 1, 256, causal);  // GQA; rows without keys
 }
 
 TEST(AttentionBackward, CausalAndWindows) {
@@ -258,10 +262,34 @@ TEST(AttentionBackward, SinglePassMatchesTheReference) {
   check_single_pass<tp::bf16>(2, 0, 65, 2, 1, 128);             // no query rows
   check<tp::bf16>({{0, 1, 130, 65, 0, 7}, {5, 1, 200, 0, 3, 7}}, 2, 1, 64, causal, true, false);
   check<tp::f16>({{200, 1, 64}, {100, 129, 1}}, 1, 1, 128, {.window_left = 20, .window_right = 10}, true, false);
+  // Head dim 256: each warpgroup adds two 64-column parts per step through one buffer.
+  check_single_pass<tp::bf16>(1, 70, 100, 2, 1, 256, causal);
   if (test::on_gpu()) {
     check_single_pass<tp::bf16>(2, 1000, 1000, 4, 2, 128, causal);
     check_single_pass<tp::f16>(1, 2048, 2048, 2, 2, 64);
     check<tp::bf16>({{1000, 0, 513, 1}, {700, 10, 2000, 1}}, 4, 1, 128, causal, true, false);
+  }
+}
+
+// Head dim 256 in both modes at the sizes the interpreter cannot afford: both types, causal and
+// not, windows, GQA, odd lengths, empty sides and packed sequences.
+TEST(AttentionBackward, HeadDim256OnTheGpu) {
+  if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
+  for (const bool deterministic : {true, false}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "single pass");
+    check_fixed<tp::bf16>(1, 800, 800, 4, 2, 256, causal, deterministic);
+    check_fixed<tp::f16>(1, 512, 512, 2, 2, 256, {}, deterministic);
+    check_fixed<tp::bf16>(1, 300, 700, 8, 1, 256, {}, deterministic);  // MQA
+    check_fixed<tp::f16>(1, 333, 555, 4, 2, 256, causal, deterministic);
+    check_fixed<tp::bf16>(1, 555, 333, 1, 1, 256, causal, deterministic);  // rows without keys
+    check_fixed<tp::bf16>(1, 600, 600, 2, 1, 256, {.window_left = 100, .window_right = 30}, deterministic);
+    check_fixed<tp::f16>(3, 1, 200, 2, 1, 256, {}, deterministic);  // one query row
+    check_fixed<tp::bf16>(2, 7, 7, 1, 1, 256, causal, deterministic);
+    check_fixed<tp::bf16>(2, 65, 0, 2, 1, 256, {}, deterministic);  // no keys
+    check_fixed<tp::bf16>(2, 0, 65, 2, 1, 256, {}, deterministic);  // no query rows
+    check<tp::bf16>({{500, 0, 513, 1}, {300, 10, 900, 1}}, 4, 1, 256, causal, true, deterministic);
+    check<tp::f16>({{200, 1, 64, 97}, {100, 129, 1, 33}}, 2, 2, 256, {.window_left = 20, .window_right = 10}, true,
+                   deterministic);
   }
 }
 
@@ -284,16 +312,12 @@ TEST(AttentionBackward, BadInputIsReported) {
     return test::error_of([&] { tp::attention_backward<tp::bf16>(dev, q_, k_, v_, o_, d_o, lse_, dq_, dk_, dv); });
   };
   EXPECT_EQ(run(q, k, v, o, dq, dk, lse), "");
-  auto d256 = [&](long long h) { return t(1, 64, h, 256); };
-  auto q256 = d256(4), kv256 = d256(2);
-  EXPECT_NE(test::error_of([&] {
-              tp::attention_backward<tp::bf16>(dev, q256, kv256, kv256, q256, q256, lse, q256, kv256, kv256);
-            }).find("head dim 256 is not supported yet"),
-            std::string::npos);
-  auto q96 = t(1, 64, 4, 96), kv96 = t(1, 64, 2, 96);
-  EXPECT_NE(test::error_of([&] { tp::attention_backward<tp::bf16>(dev, q96, kv96, kv96, q96, q96, lse, q96, kv96, kv96); })
-                .find("head dim 96 is not supported"),
-            std::string::npos);
+  for (const long long d : {32, 96, 192, 512}) {
+    auto qd = t(1, 64, 4, d), kvd = t(1, 64, 2, d);
+    EXPECT_NE(test::error_of([&] { tp::attention_backward<tp::bf16>(dev, qd, kvd, kvd, qd, qd, lse, qd, kvd, kvd); })
+                  .find("head dim " + std::to_string(d) + " is not supported (64, 128 or 256)"),
+              std::string::npos);
+  }
   EXPECT_NE(run(q, t(1, 64, 3, 64), t(1, 64, 3, 64), o, dq, t(1, 64, 3, 64), lse).find("not a multiple of 3 KV heads"),
             std::string::npos);
   EXPECT_NE(run(q, k, t(1, 63, 2, 64), o, dq, dk, lse).find("v and k differ in shape"), std::string::npos);

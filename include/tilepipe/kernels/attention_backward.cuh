@@ -12,15 +12,18 @@
 //   1. delta: one warpgroup per 64 query rows computes rowsum(dO * O) of every head (f32), into
 //      a workspace shaped as the LSE.
 //   2. dQ: one CTA per SM loops over tiles of 128 query rows of one head, in the forward's tile
-//      order. Q and dO are stationary, K and V stream in blocks of 64 keys; each compute
-//      warpgroup (64 rows) recomputes S = Q K^T and dP = dO V^T, forms dS and accumulates
-//      dQ += dS K with dS as the A operand in registers (the accumulator layout is the A layout).
+//      order. Q and dO are stationary, K and V stream in blocks of 64 keys (32 at head dim
+//      256); each compute warpgroup (64 rows) recomputes S = Q K^T and dP = dO V^T, forms dS
+//      and accumulates dQ += dS K with dS as the A operand in registers (the accumulator
+//      layout is the A layout).
 //   3. dK, dV: tiles of 128 keys of one KV head; K and V are stationary, Q and dO stream in
 //      blocks of 64 rows, those of every query head of the KV head's group (GQA's sum stays in
 //      the CTA) that see the tile's keys. Each compute warpgroup owns 64 keys: it computes S
 //      and dP for the block's rows and its keys (LSE and delta are row vectors), stores P and
 //      dS in 16 bits to its own SMEM scratch, and accumulates dV += P^T dO and dK += dS^T Q
 //      with the transposed scratch as wgmma's A operand (docs/design.md says why not S^T).
+//      Head dim 256: tiles of 64 keys; each warpgroup computes S and dP for 32 of them, both
+//      read P and dS of all 64, and each accumulates dK and dV for half of the columns.
 // Masks are the forward's (bottom-right aligned); only blocks that cross a mask's edge (and,
 // in the dQ kernel, a sequence's end) run the masked copy of a step. Both kernels wait for
 // every wgmma inside the step.
@@ -173,7 +176,13 @@ struct attention_backward_delta_kernel {
     const int row0 = ctx.axis_index(0) * BR, rows = clamp_rows(seq.sq - row0, BR);
     if (rows == 0) return;
     auto step = [&](index<1> at, auto o_s, auto do_s) {
-      store(delta.rows(seq, at[0], row0, rows), row_sum(load<float>(o_s) * load<float>(do_s)));
+      // 64 columns at a time (two 64 x 256 f32 fragments would take every register), each
+      // thread's share first and the threads of a row combined once.
+      auto sum = partial_row_sum(load<float>(cols<64>(o_s, 0)) * load<float>(cols<64>(do_s, 0)));
+#pragma unroll
+      for (int c = 64; c < D; c += 64)
+        sum = sum + partial_row_sum(load<float>(cols<64>(o_s, c)) * load<float>(cols<64>(do_s, c)));
+      store(delta.rows(seq, at[0], row0, rows), finish_row_sum(sum));
       if (dq_accum.data) {  // the whole block, padding included: every reduction adds to all of it
         float* block = dq_accum.part(seq, b, at[0], row0, 0);
         store_rows(zeros<float, BR, D>(), BR, [&](int r) { return block + r * D; });
@@ -200,7 +209,10 @@ template <class T, int D>
 struct attention_backward_dq_kernel : attention_backward_params {
   static constexpr warp_specialization<2, 40> ws{};  // two compute warpgroups, the memory one last
   static constexpr int num_threads = ws.num_threads;
-  static constexpr int BM = 128, WM = 64, BN = 64;  // query rows per tile and per warpgroup, keys per step
+  // Query rows per tile and per warpgroup, keys per step. Head dim 256 steps by 32 keys: dQ
+  // takes 128 registers there, and S and dP of 64 keys 64 more; and the stationary Q and dO
+  // (64 KB each) leave room for two K and two V slots of 32 keys only.
+  static constexpr int BM = 128, WM = 64, BN = D == 256 ? 32 : 64;
   using q_tile = tile<block<squeezed, element(BM), squeezed, D>, swizzle<128>>;
   using kv_tile = tile<block<squeezed, element(BN), squeezed, D>, swizzle<128>>;
 
@@ -285,54 +297,79 @@ struct attention_backward_dq_kernel : attention_backward_params {
   tilepipe::launch_config config(int workers, void* stream) const { return {.grid = {workers}, .stream = stream}; }
 };
 
-/// dK and dV: tiles of 128 keys of one KV head (the forward's tile order over KV heads and key
-/// blocks: a causal key block n is seen by the query blocks from n on, so pairs n and N - 1 - n
-/// cost the same, as the forward's row blocks do), Q and dO streamed. With FusedDq the same
-/// step also adds its share of dQ, dS K, to an f32 accumulator in global memory
-/// (FlashAttention-3's single pass; the dQ kernel is not run).
+/// dK and dV: tiles of 128 keys (64 at head dim 256) of one KV head (the forward's tile order
+/// over KV heads and key blocks: a causal key block n is seen by the query blocks from n on, so
+/// pairs n and N - 1 - n cost the same, as the forward's row blocks do), Q and dO streamed.
+/// With FusedDq the same step also adds its share of dQ, dS K, to an f32 accumulator in global
+/// memory (FlashAttention-3's single pass; the dQ kernel is not run).
 template <class T, int D, bool FusedDq = false>
 struct attention_backward_dkdv_kernel : attention_backward_params {
   static constexpr warp_specialization<2, 40> ws{};  // two compute warpgroups, the memory one last
   static constexpr int num_threads = ws.num_threads;
-  static constexpr int BN = 128, WN = 64, BM = 64;  // keys per tile and per warpgroup, query rows per step
+  /// Head dim 256 splits the head dim between the compute warpgroups instead of the keys
+  /// (FlashAttention-3's split at 256): dK and dV of a warpgroup's 64 keys would take all 256
+  /// registers of a thread, those of 64 keys x 128 columns take 128, as at head dim 128. A
+  /// tile is then 64 keys; each warpgroup computes S and dP for 32 of them (a column half:
+  /// 32 rows are no wgmma shape), stores its half of P and dS to a scratch both warpgroups
+  /// read, and accumulates dK and dV of all 64 keys for its 128 columns.
+  static constexpr bool split_head_dim = D == 256;
+  // Keys per tile, keys of a warpgroup's S and dP, query rows per step.
+  static constexpr int BN = split_head_dim ? 64 : 128, WN = BN / 2, BM = 64;
+  // A warpgroup's dK and dV: its keys and columns.
+  static constexpr int acc_keys = split_head_dim ? BN : WN, acc_cols = split_head_dim ? D / 2 : D;
   using kv_tile = tile<block<squeezed, element(BN), squeezed, D>, swizzle<128>>;
   using q_tile = tile<block<squeezed, element(BM), squeezed, D>, swizzle<128>>;
-  /// P or dS of one warpgroup's step in 16 bits (the block's rows x its keys), read back
-  /// transposed as wgmma's A operand.
-  using scratch_view = smem<T, tile<block<BM, WN>, swizzle<128>>>;
+  /// P or dS of a step in 16 bits (the block's rows x the keys of a warpgroup's dK and dV),
+  /// read back transposed as wgmma's A operand: each warpgroup's own, or at head dim 256 one
+  /// both write (32 keys each) and read.
+  using scratch_view = smem<T, tile<block<BM, acc_keys>, swizzle<128>>>;
+  static constexpr int pds_sets = split_head_dim ? 1 : 2;
   /// Fused dQ at head dim 128: the two compute warpgroups share dQ's columns (64 each, two
   /// 32-register accumulators instead of two of 64), so each reads both warpgroups' dS, which
   /// then alternates between two buffers by step: a warpgroup rewrites one only after the
   /// other passed the next step's team barrier, that is, finished reading it. At head dim 64
-  /// each warpgroup adds its own keys' part of all 64 columns.
-  static constexpr bool split_dq = FusedDq && D >= 128;
-  static constexpr int dq_cols = split_dq ? D / 2 : D;
+  /// each warpgroup adds its own keys' part of all 64 columns; at 256, where dS is shared
+  /// anyway, its 128 columns of all 64 keys, as two 64-column parts one after the other.
+  static constexpr bool split_dq = FusedDq && D == 128;
+  static constexpr int dq_cols = FusedDq && D >= 128 ? D / 2 : D;
+  static constexpr int dq_parts = dq_cols / 64;
   static constexpr int ds_buffers = split_dq ? 2 : 1;
-  /// Fused dQ: a warpgroup's share of a step (64 x 64 floats) goes to SMEM (tp::store_packed),
-  /// from where one thread adds it to the accumulator in global memory with a bulk reduction
-  /// that runs on while the step goes on. Two buffers where SMEM holds them (head dim 64): a
-  /// step rewrites one after the reduction of two steps back has read it. At head dim 128 one:
-  /// the reduction issued in a step has until the next step's P and dS are stored.
-  static constexpr std::uint32_t dq_part_bytes = FusedDq ? BM * dq_cols * sizeof(float) : 0;
-  static_assert(!FusedDq || (BM == 64 && dq_cols == 64), "tilepipe: a dQ share is one 64 x 64 part of dq_tiles");
-  static constexpr std::uint32_t pds_bytes = 2 * (1 + ds_buffers) * scratch_view::bytes;  // per compute warpgroup: P, dS
+  /// Fused dQ: a warpgroup's share of a step, in parts of 64 x 64 floats, goes to SMEM
+  /// (tp::store_packed), from where one thread adds it to the accumulator in global memory
+  /// with a bulk reduction that runs on while the step goes on. Two buffers where SMEM holds
+  /// them (head dim 64): a step rewrites one after the reduction of two steps back has read
+  /// it. At head dims 128 and 256 one: the reduction issued in a step has until the next
+  /// step's P and dS are stored (at 256 the first part's until the second part is computed).
+  static constexpr std::uint32_t dq_part_bytes = FusedDq ? BM * 64 * sizeof(float) : 0;
+  static_assert(!FusedDq || (BM == 64 && dq_cols % 64 == 0), "tilepipe: a dQ share is 64 x 64 parts of dq_tiles");
+  static constexpr std::uint32_t pds_bytes = pds_sets * (1 + ds_buffers) * scratch_view::bytes;  // P, dS
   static constexpr int dq_buffers =
       (2 * BN * D + 4 * BM * D) * sizeof(T) + pds_bytes + 2 * 2 * dq_part_bytes + 4096 <= smem_capacity ? 2 : 1;
   static constexpr std::uint32_t scratch_bytes = pds_bytes + 2 * dq_buffers * dq_part_bytes;
   attention_backward_detail::dq_tiles dq_accum;  // FusedDq: dQ in f32, zeroed by the delta kernel
   // K and V in two slots where SMEM holds them beside two Q and two dO slots, the scratch, the
   // barriers and each allocation's 1024-byte alignment (head dim 64): the next tile's K and V
-  // then land while this tile runs. At head dim 128 they load after its last step.
+  // then land while this tile runs. At head dims 128 and 256 they load after its last step.
   static constexpr int kv_slots = (4 * BN * D + 4 * BM * D) * sizeof(T) + scratch_bytes + 4096 <= smem_capacity ? 2 : 1;
+  // dO in two slots where SMEM holds them, as Q is; in one beside the fused dQ's buffers at
+  // head dim 256 (FlashAttention-3's one dO stage there): the next block's dO then loads
+  // after the step that reads this one.
+  static constexpr int do_slots =
+      (2 * kv_slots * BN * D + 4 * BM * D) * sizeof(T) + scratch_bytes + 4096 <= smem_capacity ? 2 : 1;
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v, gmem<T, 4, q_tile> q,
                         gmem<T, 4, q_tile> d_o, gmem<T, 4> dk, gmem<T, 4> dv) const {
     using namespace attention_backward_detail;
     const int ci = ws.compute_index(ctx);
-    accumulator<WN, D> acc_dk, acc_dv;
+    // This warpgroup's dK and dV: keys key_first .. of the tile, columns col_first ...
+    const int key_first = split_head_dim ? 0 : ci * WN, col_first = split_head_dim ? ci * acc_cols : 0;
+    accumulator<acc_keys, acc_cols> acc_dk, acc_dv;
     unsigned char* scratch = nullptr;
-    // This compute warpgroup's P, and warpgroup w's dS buffer b.
-    auto p_smem = [&] { return scratch_view{reinterpret_cast<T*>(scratch + (1 + ds_buffers) * ci * scratch_view::bytes), 0}; };
+    // The P this compute warpgroup's dK and dV read, and warpgroup w's dS buffer b.
+    const int pds_set = split_head_dim ? 0 : ci;
+    auto p_smem = [&] {
+      return scratch_view{reinterpret_cast<T*>(scratch + (1 + ds_buffers) * pds_set * scratch_view::bytes), 0};
+    };
     auto ds_smem = [&](int w, int b) {
       return scratch_view{reinterpret_cast<T*>(scratch + ((1 + ds_buffers) * w + 1 + b) * scratch_view::bytes), 0};
     };
@@ -352,10 +389,16 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       const int row_end = window_left >= 0 ? min(seq.sq, last_key - shift + window_left + 1) : seq.sq;
       const int m_lo = row_begin / BM, m_hi = row_end > 0 ? (row_end + BM - 1) / BM : 0;
       const int m_blocks = tile_keys > 0 && m_hi > m_lo ? m_hi - m_lo : 0;
-      const int k_first = key0 + ci * WN, k_last = min(k_first + WN, seq.sk) - 1;  // this warpgroup's keys
+      const int k_first = key0 + ci * WN, k_last = min(k_first + WN, seq.sk) - 1;  // this warpgroup's S and dP keys
 
       auto body = [&, seq, t, m_lo, shift, k_first, k_last](index<2> at, auto k_s, auto v_s, auto q_s, auto do_s) {
         const int head = t.head * group + at[0], i0 = (m_lo + at[1]) * BM;
+        // Head dim 256: P and dS have one buffer (SMEM holds no second beside two Q and two dO
+        // slots), rewritten once both warpgroups are done with the last step's products, which
+        // read it. Here and not at the stores: those are in the masked and unmasked copies of
+        // the step, which the warpgroups may take differently (bar.sync is aligned: all its
+        // threads must reach the same instruction).
+        if constexpr (split_head_dim) ctx.team_sync();
         // A block runs with the mask if one of this warpgroup's keys lies right of the first
         // row's window or left of the last row's. Keys past the sequence's end need none (their
         // dK and dV rows are not stored), nor do rows past it (their LSE reads as +inf: P = 0).
@@ -364,7 +407,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
                             (window_left >= 0 && k_first < i0 + BM - 1 + shift - window_left) ||
                             (FusedDq && k_first + WN > seq.sk);
         const int buffer = split_dq ? step_parity : 0;
-        const scratch_view p_s = p_smem(), ds_s = ds_smem(ci, buffer);
+        const scratch_view p_s = p_smem(), ds_s = ds_smem(pds_set, buffer);
         // P and dS of the block: with the mask or without (each warpgroup decides for its keys).
         auto scores = [&](auto with_mask) {
           const int rows_left = seq.sq - i0;
@@ -390,8 +433,9 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
                                   window_right >= 0 ? min(hi, row + window_right + 1) : hi};
             }, 0.0f);
           }
-          store(p_s, p);
-          store(ds_s, p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
+          const int key_col = split_head_dim ? ci * WN : 0;  // this warpgroup's keys in the scratch
+          store(cols<WN>(p_s, key_col), p);
+          store(cols<WN>(ds_s, key_col), p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
         };
         if (masked) scores(std::true_type{});
         else scores(std::false_type{});
@@ -399,46 +443,64 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
         // same barrier lets this step's dQ buffer go (its last reduction has read it).
         if constexpr (FusedDq) commit_smem<dq_buffers - 1>(reads_done);
         else commit_smem();
-        // The other warpgroup's dS is in SMEM too: each reads both for its half of dQ's columns.
-        // One barrier instruction for both warpgroups, outside the masked / unmasked branch,
-        // whose sides they may take differently (bar.sync is aligned: all its threads must
-        // reach the same instruction).
-        if constexpr (split_dq) ctx.team_sync();
+        // The other warpgroup's dS (at head dim 256 its half of P and dS) is in SMEM too:
+        // each reads both for its half of dQ's (dK's and dV's) columns. One barrier
+        // instruction for both warpgroups, outside the masked / unmasked branch.
+        if constexpr (split_dq || split_head_dim) ctx.team_sync();
+        // dQ's and dK's and dV's columns of this warpgroup: Q's and dO's.
+        const auto q_cols = cols<acc_cols>(q_s, col_first), do_cols = cols<acc_cols>(do_s, col_first);
         if constexpr (FusedDq) {
           // dQ's share of this step first (dS is stored times the scale: no factor left to
           // apply): it goes to SMEM under dV's and dK's products, and its accumulator is
           // free again before they complete.
-          accumulator<BM, dq_cols> acc_dq;
-          if constexpr (split_dq) {
-            const int c0 = ci * dq_cols;
-            wgmma(acc_dq, ds_smem(0, buffer), cols<dq_cols>(rows<WN>(k_s, 0), c0), false);
-            wgmma(acc_dq, ds_smem(1, buffer), cols<dq_cols>(rows<WN>(k_s, WN), c0));
-          } else {
-            wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
-          }
-          wgmma(acc_dv, transpose(p_s), do_s);
-          wgmma(acc_dk, transpose(ds_s), q_s);
+          accumulator<BM, 64> acc_dq;
+          const int dq_col0 = FusedDq && D >= 128 ? ci * dq_cols : 0;
+          auto dq_part = [&](int part) {  // dQ's columns dq_col0 + 64 part
+            const int c0 = dq_col0 + 64 * part;
+            if constexpr (split_dq) {
+              wgmma(acc_dq, ds_smem(0, buffer), cols<64>(rows<WN>(k_s, 0), c0), false);
+              wgmma(acc_dq, ds_smem(1, buffer), cols<64>(rows<WN>(k_s, WN), c0));
+            } else {
+              wgmma(acc_dq, ds_s, cols<64>(rows<acc_keys>(k_s, key_first), c0), false);
+            }
+          };
+          auto add_part = [&](float* dq_s, int part) {
+            store_packed(dq_s, acc_dq);
+            commit_smem();
+            reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, dq_col0 / 64 + part), BM * 64);
+          };
+          dq_part(0);
+          wgmma(acc_dv, transpose(p_s), do_cols);
+          wgmma(acc_dk, transpose(ds_s), q_cols);
           wgmma_wait<2>(acc_dq);
           float* dq_s = dq_smem(dq_buffers > 1 ? step_parity : 0);
           step_parity ^= 1;
-          store_packed(dq_s, acc_dq);
-          commit_smem();
-          reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, split_dq ? ci : 0), BM * dq_cols);
-          wgmma_wait<0>(acc_dv, acc_dk);
+          add_part(dq_s, 0);
+          if constexpr (dq_parts == 2) {
+            // Head dim 256: the second part through the same buffer, once the first part's
+            // reduction has read it (while dV's and dK's products and the part's run).
+            dq_part(1);
+            wgmma_wait<0>(acc_dq, acc_dv, acc_dk);
+            wait_smem_to_gmem<0>(reads_done);
+            add_part(dq_s, 1);
+          } else {
+            wgmma_wait<0>(acc_dv, acc_dk);
+          }
         } else {
-          wgmma(acc_dv, transpose(p_s), do_s);
-          wgmma(acc_dk, transpose(ds_s), q_s);
+          wgmma(acc_dv, transpose(p_s), do_cols);
+          wgmma(acc_dk, transpose(ds_s), q_cols);
           wgmma_wait<0>(acc_dv, acc_dk);
         }
       };
 
-      auto context = compute_context([&, seq, t, tile_keys, k_first](auto pipeline) {
-        acc_dk = zeros<float, WN, D>();
-        acc_dv = zeros<float, WN, D>();
+      auto context = compute_context([&, seq, t, key0, tile_keys](auto pipeline) {
+        acc_dk = zeros<float, acc_keys, acc_cols>();
+        acc_dv = zeros<float, acc_keys, acc_cols>();
         pipeline();
-        const int my_keys = clamp_rows(tile_keys - ci * WN, WN);
+        const int my_keys = clamp_rows(tile_keys - key_first, acc_keys);
         if (my_keys == 0) return;
-        const ds batch_slice{seq.batch, 1}, key_slice{seq.k0 + k_first, my_keys}, head_slice{t.head, 1}, dims{0, D};
+        const ds batch_slice{seq.batch, 1}, key_slice{seq.k0 + key0 + key_first, my_keys}, head_slice{t.head, 1};
+        const ds dims{col_first, acc_cols};
         store(plane<1, 3>(dk.at(batch_slice, key_slice, head_slice, dims)), acc_dk);
         store(plane<1, 3>(dv.at(batch_slice, key_slice, head_slice, dims)), acc_dv);
       });
@@ -449,11 +511,11 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       return emit_pipeline_warp_specialized(
           body, grid(group, m_blocks),
           in_specs(spec<kv_tile>(kv_map, buffered<kv_slots>), spec<kv_tile>(kv_map, buffered<kv_slots>),
-                   spec<q_tile>(q_map), spec<q_tile>(q_map)),
+                   spec<q_tile>(q_map), spec<q_tile>(q_map, buffered<do_slots>)),
           out_specs(), ws, max_concurrent_steps<2>, context);
     };
     auto loop = persistent_pipelines<attention_tile, scratch_bytes>(ws, ctx, tile_pipeline, k, v, q, d_o);
-    scratch = ctx.allocate(scratch_bytes, FusedDq ? "P, dS and dQ of each compute warpgroup" : "P and dS of each compute warpgroup");
+    scratch = ctx.allocate(scratch_bytes, FusedDq ? "P, dS and dQ of the compute warpgroups" : "P and dS of the compute warpgroups");
     loop.run(ctx.axis_index(0), tiles.tiles(), ctx.axis_size(0), [&](int j) { return tiles.at(j); });
     // The last reductions read SMEM, which must outlive them.
     if constexpr (FusedDq)
@@ -574,10 +636,8 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
          const tensor_view<T, 4>& dk, const tensor_view<T, 4>& dv, batch_layout batch, int batches,
          const attention_backward_options& opt) {
   const long long hq = q.shape[2], hkv = k.shape[2], d = q.shape[3];
-  if (d == 256)
-    detail::throw_formatted("attention_backward: head dim 256 is not supported yet (64 or 128): the dK and dV "
-                            "accumulators of a warpgroup's 64 keys would take all 256 registers of a thread");
-  if (d != 64 && d != 128) detail::throw_formatted("attention_backward: head dim %lld is not supported (64 or 128)", d);
+  if (d != 64 && d != 128 && d != 256)
+    detail::throw_formatted("attention_backward: head dim %lld is not supported (64, 128 or 256)", d);
   if (hkv < 1 || hq % hkv != 0)
     detail::throw_formatted("attention_backward: %lld query heads are not a multiple of %lld KV heads", hq, hkv);
   const tensor_view<T, 4>* shaped_as_q[] = {&o, &d_o, &dq};
@@ -640,13 +700,14 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
     dq_accum.head_dim = static_cast<int>(d), dq_accum.varlen = varlen;
   }
   if (d == 64) launch<T, 64>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);
-  else launch<T, 128>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);
+  else if (d == 128) launch<T, 128>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);
+  else launch<T, 256>(dev, q, k, v, o, d_o, dq, dk, dv, params, dq_accum, batches, opt);
 }
 
 }  // namespace attention_backward_detail
 
 /// The gradients of tp::attention_forward over fixed-length batches: q, o, d_o and dq
-/// [B, Sq, Hq, D], k, v, dk and dv [B, Sk, Hkv, D] (bf16 or f16; D 64 or 128; Hq a multiple of
+/// [B, Sq, Hq, D], k, v, dk and dv [B, Sk, Hkv, D] (bf16 or f16; D 64, 128 or 256; Hq a multiple of
 /// Hkv: dk and dv sum over the query heads of a KV head), lse the forward's [B, Hq, Sq] f32
 /// log-sum-exp. Same scale and mask as the forward call (attention_backward_options).
 template <class T>
