@@ -307,10 +307,6 @@ void check(attention_backward_args& a) {
   check(f);
   const bool varlen = f.cu_seqlens_q.present();
   const int rank = varlen ? 3 : 4;
-  const std::int64_t D = f.q.shape[rank - 1];
-  if (D != 64 && D != 128)
-    fail<unsupported_error>("%s: head dim %lld is not supported by the backward (64 or 128; the forward also has 256)",
-                            op, static_cast<long long>(D));
   for (tensor_arg* t : {&a.d_out, &a.dq, &a.dk, &a.dv}) require_rank(op, *t, rank, "the shape of q (d_out, dq) or k (dk, dv)");
   require_16bit(op, a.d_out, &f.q), require_16bit(op, a.dq, &f.q), require_16bit(op, a.dk, &f.q), require_16bit(op, a.dv, &f.q);
   require_same_device(op, {&f.q, &a.d_out, &a.dq, &a.dk, &a.dv, &a.workspace});

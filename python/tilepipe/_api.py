@@ -48,7 +48,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, window_size=(-1, -1)
     Returns out (q's shape and dtype), or (out, lse) with return_lse: float32 [batch, heads, seqlen_q]
     ([heads, total_q] varlen); rows that see no key give out 0 and lse -inf.
     Differentiable for PyTorch (autograd: loss.backward() runs tilepipe.attention_backward) and
-    JAX (jax.grad through tilepipe.jax.attention), head dims 64 and 128; lse has no gradient.
+    JAX (jax.grad through tilepipe.jax.attention), head dims 64, 128 and 256; lse has no gradient.
     A KV cache (FlashAttention-3's names; PyTorch and NumPy, q fixed-length): seqused_k, int32
     [batch], the keys each sequence uses of k and v [batch, seqlen_k, heads_kv, head_dim]; with
     page_table, int32 [batch, max_pages], k and v are pages [num_pages, page_size, heads_kv,

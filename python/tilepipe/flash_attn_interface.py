@@ -10,7 +10,7 @@ seqused_q / seqused_k. Scheduling hints that do not change the result are accept
 ignored: num_splits, pack_gqa, deterministic (tilepipe's forward is deterministic), sm_margin.
 flash_attn_with_kvcache reads a cache (cache_seqlens, page_table, num_splits honoured); appending
 k / v, rotary embeddings, cache_batch_idx, cache_leftpad and cu_seqlens_q raise NotImplementedError.
-The backward runs through PyTorch autograd (tilepipe.attention_backward; head dims 64 and 128)
+The backward runs through PyTorch autograd (tilepipe.attention_backward; head dims 64, 128 and 256)
 and is deterministic, as FlashAttention 3 with deterministic=True."""
 from ._api import attention
 
