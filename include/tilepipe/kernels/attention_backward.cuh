@@ -47,10 +47,11 @@ struct attention_backward_options {
   float* workspace = nullptr;    // f32 scratch of lse's size for delta = rowsum(dO * O); null: allocated per call
   /// true: the three-launch schedule, every gradient summed in a fixed order (the same bits
   /// every run). false: FlashAttention-3's single pass, dQ added by the dK dV kernels to an f32
-  /// buffer in whatever order they come (the last bits vary between runs).
+  /// buffer in whatever order they come (the last bits vary between runs); at head dim 256
+  /// the three launches (faster there).
   bool deterministic = true;
-  /// deterministic = false: f32 scratch of attention_backward_dq_workspace_size elements,
-  /// 16-byte aligned; null: allocated per call.
+  /// deterministic = false (head dims 64 and 128): f32 scratch of
+  /// attention_backward_dq_workspace_size elements, 16-byte aligned; null: allocated per call.
   float* dq_workspace = nullptr;
   void* stream = nullptr;  // cudaStream_t (GPU)
 };
@@ -328,20 +329,20 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
   /// 32-register accumulators instead of two of 64), so each reads both warpgroups' dS, which
   /// then alternates between two buffers by step: a warpgroup rewrites one only after the
   /// other passed the next step's team barrier, that is, finished reading it. At head dim 64
-  /// each warpgroup adds its own keys' part of all 64 columns; at 256, where dS is shared
-  /// anyway, its 128 columns of all 64 keys, as two 64-column parts one after the other.
+  /// each warpgroup adds its own keys' part of all 64 columns. (Head dim 256 runs the
+  /// three-launch schedule in both modes: a fused dQ there left dO one slot of SMEM and ran
+  /// at two thirds of its speed; docs/design.md.)
+  static_assert(!(FusedDq && split_head_dim), "tilepipe: the single pass has no head dim 256 schedule");
   static constexpr bool split_dq = FusedDq && D == 128;
-  static constexpr int dq_cols = FusedDq && D >= 128 ? D / 2 : D;
-  static constexpr int dq_parts = dq_cols / 64;
+  static constexpr int dq_cols = split_dq ? D / 2 : D;
   static constexpr int ds_buffers = split_dq ? 2 : 1;
-  /// Fused dQ: a warpgroup's share of a step, in parts of 64 x 64 floats, goes to SMEM
-  /// (tp::store_packed), from where one thread adds it to the accumulator in global memory
-  /// with a bulk reduction that runs on while the step goes on. Two buffers where SMEM holds
-  /// them (head dim 64): a step rewrites one after the reduction of two steps back has read
-  /// it. At head dims 128 and 256 one: the reduction issued in a step has until the next
-  /// step's P and dS are stored (at 256 the first part's until the second part is computed).
-  static constexpr std::uint32_t dq_part_bytes = FusedDq ? BM * 64 * sizeof(float) : 0;
-  static_assert(!FusedDq || (BM == 64 && dq_cols % 64 == 0), "tilepipe: a dQ share is 64 x 64 parts of dq_tiles");
+  /// Fused dQ: a warpgroup's share of a step (64 x 64 floats) goes to SMEM (tp::store_packed),
+  /// from where one thread adds it to the accumulator in global memory with a bulk reduction
+  /// that runs on while the step goes on. Two buffers where SMEM holds them (head dim 64): a
+  /// step rewrites one after the reduction of two steps back has read it. At head dim 128 one:
+  /// the reduction issued in a step has until the next step's P and dS are stored.
+  static constexpr std::uint32_t dq_part_bytes = FusedDq ? BM * dq_cols * sizeof(float) : 0;
+  static_assert(!FusedDq || (BM == 64 && dq_cols == 64), "tilepipe: a dQ share is one 64 x 64 part of dq_tiles");
   static constexpr std::uint32_t pds_bytes = pds_sets * (1 + ds_buffers) * scratch_view::bytes;  // P, dS
   static constexpr int dq_buffers =
       (2 * BN * D + 4 * BM * D) * sizeof(T) + pds_bytes + 2 * 2 * dq_part_bytes + 4096 <= smem_capacity ? 2 : 1;
@@ -351,11 +352,6 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
   // barriers and each allocation's 1024-byte alignment (head dim 64): the next tile's K and V
   // then land while this tile runs. At head dims 128 and 256 they load after its last step.
   static constexpr int kv_slots = (4 * BN * D + 4 * BM * D) * sizeof(T) + scratch_bytes + 4096 <= smem_capacity ? 2 : 1;
-  // dO in two slots where SMEM holds them, as Q is; in one beside the fused dQ's buffers at
-  // head dim 256 (FlashAttention-3's one dO stage there): the next block's dO then loads
-  // after the step that reads this one.
-  static constexpr int do_slots =
-      (2 * kv_slots * BN * D + 4 * BM * D) * sizeof(T) + scratch_bytes + 4096 <= smem_capacity ? 2 : 1;
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 4, kv_tile> k, gmem<T, 4, kv_tile> v, gmem<T, 4, q_tile> q,
                         gmem<T, 4, q_tile> d_o, gmem<T, 4> dk, gmem<T, 4> dv) const {
@@ -453,39 +449,23 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           // dQ's share of this step first (dS is stored times the scale: no factor left to
           // apply): it goes to SMEM under dV's and dK's products, and its accumulator is
           // free again before they complete.
-          accumulator<BM, 64> acc_dq;
-          const int dq_col0 = FusedDq && D >= 128 ? ci * dq_cols : 0;
-          auto dq_part = [&](int part) {  // dQ's columns dq_col0 + 64 part
-            const int c0 = dq_col0 + 64 * part;
-            if constexpr (split_dq) {
-              wgmma(acc_dq, ds_smem(0, buffer), cols<64>(rows<WN>(k_s, 0), c0), false);
-              wgmma(acc_dq, ds_smem(1, buffer), cols<64>(rows<WN>(k_s, WN), c0));
-            } else {
-              wgmma(acc_dq, ds_s, cols<64>(rows<acc_keys>(k_s, key_first), c0), false);
-            }
-          };
-          auto add_part = [&](float* dq_s, int part) {
-            store_packed(dq_s, acc_dq);
-            commit_smem();
-            reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, dq_col0 / 64 + part), BM * 64);
-          };
-          dq_part(0);
+          accumulator<BM, dq_cols> acc_dq;
+          if constexpr (split_dq) {
+            const int c0 = ci * dq_cols;
+            wgmma(acc_dq, ds_smem(0, buffer), cols<dq_cols>(rows<WN>(k_s, 0), c0), false);
+            wgmma(acc_dq, ds_smem(1, buffer), cols<dq_cols>(rows<WN>(k_s, WN), c0));
+          } else {
+            wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
+          }
           wgmma(acc_dv, transpose(p_s), do_cols);
           wgmma(acc_dk, transpose(ds_s), q_cols);
           wgmma_wait<2>(acc_dq);
           float* dq_s = dq_smem(dq_buffers > 1 ? step_parity : 0);
           step_parity ^= 1;
-          add_part(dq_s, 0);
-          if constexpr (dq_parts == 2) {
-            // Head dim 256: the second part through the same buffer, once the first part's
-            // reduction has read it (while dV's and dK's products and the part's run).
-            dq_part(1);
-            wgmma_wait<0>(acc_dq, acc_dv, acc_dk);
-            wait_smem_to_gmem<0>(reads_done);
-            add_part(dq_s, 1);
-          } else {
-            wgmma_wait<0>(acc_dv, acc_dk);
-          }
+          store_packed(dq_s, acc_dq);
+          commit_smem();
+          reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, split_dq ? ci : 0), BM * dq_cols);
+          wgmma_wait<0>(acc_dv, acc_dk);
         } else {
           wgmma(acc_dv, transpose(p_s), do_cols);
           wgmma(acc_dk, transpose(ds_s), q_cols);
@@ -511,7 +491,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       return emit_pipeline_warp_specialized(
           body, grid(group, m_blocks),
           in_specs(spec<kv_tile>(kv_map, buffered<kv_slots>), spec<kv_tile>(kv_map, buffered<kv_slots>),
-                   spec<q_tile>(q_map), spec<q_tile>(q_map, buffered<do_slots>)),
+                   spec<q_tile>(q_map), spec<q_tile>(q_map)),
           out_specs(), ws, max_concurrent_steps<2>, context);
     };
     auto loop = persistent_pipelines<attention_tile, scratch_bytes>(ws, ctx, tile_pipeline, k, v, q, d_o);
@@ -619,12 +599,15 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
   }
   if (max_sk > 0 && !no_keys) {
     const tensor_view<T, 4> rows = no_rows ? stand_in(k, hkv) : q, grads = no_rows ? stand_in(k, hkv) : d_o;
-    if (fused) launch_dkdv<T, D, true>(dev, k, v, rows, grads, dk, dv, params, dq_accum, batches, max_sk, masked, opt.stream);
-    else launch_dkdv<T, D, false>(dev, k, v, rows, grads, dk, dv, params, {}, batches, max_sk, masked, opt.stream);
+    if (!fused) launch_dkdv<T, D, false>(dev, k, v, rows, grads, dk, dv, params, {}, batches, max_sk, masked, opt.stream);
+    else if constexpr (D != 256)  // (run gives head dim 256 no dQ accumulator: no single pass there)
+      launch_dkdv<T, D, true>(dev, k, v, rows, grads, dk, dv, params, dq_accum, batches, max_sk, masked, opt.stream);
   }
-  if (max_sq > 0 && !no_rows && fused) {
-    attention_backward_dq_convert_kernel<T, D> convert{batch, dq_accum, hq};
-    kernel(convert, launch_config{.grid = {row_blocks, batches}, .stream = opt.stream})(dev, dq);
+  if constexpr (D != 256) {
+    if (max_sq > 0 && !no_rows && fused) {
+      attention_backward_dq_convert_kernel<T, D> convert{batch, dq_accum, hq};
+      kernel(convert, launch_config{.grid = {row_blocks, batches}, .stream = opt.stream})(dev, dq);
+    }
   }
 }
 
@@ -687,7 +670,9 @@ void run(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 4>&
   // call's.
   dq_tiles dq_accum;
   tensor<float, 1> owned_dq;
-  if (!opt.deterministic && rows > 0) {
+  // (At head dim 256 the three launches in either mode: faster there, and their sums come in
+  // an order at least as good as any.)
+  if (!opt.deterministic && rows > 0 && d != 256) {
     if (reinterpret_cast<std::uintptr_t>(opt.dq_workspace) % 16 != 0)
       detail::throw_formatted("attention_backward: dq_workspace must be 16-byte aligned (bulk reductions add to it)");
     const long long padded_rows = varlen ? q.shape[1] + 64LL * batches : (row_count + 63) / 64 * 64;
