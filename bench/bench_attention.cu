@@ -16,9 +16,13 @@
 // tilepipe-fp8kv (tilepipe-paged<N>-fp8kv) in the JSON, and their K+V bytes are e4m3's.
 // Built once per KV block choice: TP_ATTN_N64, TP_ATTN_N128, TP_ATTN_N256 and TP_ATTN_N128_MASKED
 // (default: the library's).
+// Built with TILEPIPE_PROFILE (bench_attention_on), --trace-dir DIR also runs each row once
+// with a profiler bound and writes where its warpgroups' time went: DIR/<row>.summary.txt
+// (bench/profile_summary.hpp; printed too) and DIR/<row>.json, the first 4 CTAs' timeline.
 #include <tilepipe/kernels/attention.cuh>
 
 #include "bench_util.hpp"
+#include "profile_summary.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -60,8 +64,22 @@ std::vector<config> read_shapes(const char* path, int only) {
 /// page: 0 for K and V as [b, sk, hkv, d]; else pages of that many keys, [b * ceil(sk /
 /// page), page, hkv, d], each sequence's scattered over the pool by a shuffled page table.
 /// KV: K and V's type, T or fp8_e4m3 (with a scale per KV head).
+/// Writes the profiled launch's timeline and summary to dir/name.{json,summary.txt}, and prints the summary.
+void write_profile(const tp::profiler& prof, const std::string& dir, const std::string& name, double profiled_ms) {
+  const auto tracks = prof.tracks();
+  long long records = 0, dropped = 0;
+  for (const auto& t : tracks) records += t.records, dropped += t.dropped;
+  prof.write_trace(dir + "/" + name + ".json", 4);
+  char head[300];
+  std::snprintf(head, sizeof head, "%s: profiled (%s), %.3f ms with the profiler; %zu tracks, %lld records, %lld dropped\n",
+                name.c_str(), tp::profiling_steps ? "every step" : "coarse", profiled_ms, tracks.size(), records, dropped);
+  const std::string text = head + bench::format_summary(bench::summarize(tracks), 1000.0);
+  if (FILE* f = std::fopen((dir + "/" + name + ".summary.txt").c_str(), "w")) std::fputs(text.c_str(), f), std::fclose(f);
+  std::printf("%s", text.c_str());
+}
+
 template <class T, class KV = T>
-std::string run(const tp::device& dev, const config& c, int page) {
+std::string run(const tp::device& dev, const config& c, int page, const char* trace_dir) {
   const long long pages_per_seq = page ? (c.sk + page - 1) / page : 0, num_pages = c.b * pages_per_seq;
   const long long kv_rows = page ? num_pages * page : c.b * c.sk;  // per head, K or V
   const long long set_bytes = (2 * c.b * c.sq * c.hq * 2 + 2 * kv_rows * c.hkv * static_cast<long long>(sizeof(KV))) * c.d;
@@ -100,6 +118,18 @@ std::string run(const tp::device& dev, const config& c, int page) {
   std::vector<float> ms;
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
+  if (tp::profiling && trace_dir) {
+    tp::profiler prof(dev, 1 << 15);
+    opt.profile = &prof;
+    bench::batch_timer profiled;
+    const float profiled_ms = profiled.per_call(call, 0, 1, 1);
+    char name[160];
+    std::snprintf(name, sizeof name, "b%lld_sq%lld_sk%lld_hq%lld_hkv%lld_d%lld_c%d_%s%s%s", c.b, c.sq, c.sk, c.hq, c.hkv,
+                  c.d, c.causal, c.dtype.c_str(), page ? ("_page" + std::to_string(page)).c_str() : "",
+                  sizeof(KV) == 1 ? "_fp8kv" : "");
+    write_profile(prof, trace_dir, name, profiled_ms);
+    opt.profile = nullptr;
+  }
   const double flops = 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
   const double kv_gbps = 2.0 * c.b * c.sk * c.hkv * c.d * sizeof(KV) / (med * 1e-3) / 1e9;  // K and V, each read once
   std::printf("tilepipe[%d]%s%s b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld causal=%d %s: %.3f ms  %.1f TFLOP/s",
@@ -118,7 +148,7 @@ std::string run(const tp::device& dev, const config& c, int page) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char *shapes = "bench/attention_shapes.txt", *json = nullptr;
+  const char *shapes = "bench/attention_shapes.txt", *json = nullptr, *trace_dir = nullptr;
   int only = 0;
   std::vector<int> pages{0};
   std::string kv_dtype = "same";
@@ -127,6 +157,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
     else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--kv-dtype")) kv_dtype = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--trace-dir")) trace_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--pages")) {
       pages.clear();
       std::istringstream list(argv[i + 1]);
@@ -152,8 +183,9 @@ int main(int argc, char** argv) {
         if (page && c.sq > tp::attention_decode_max_seqlen_q && c.sq >= c.sk) continue;  // paged: decode, chunks
         std::string r;
         try {
-          if (fp8) r = c.dtype == "f16" ? run<tp::f16, tp::fp8_e4m3>(dev, c, page) : run<tp::bf16, tp::fp8_e4m3>(dev, c, page);
-          else r = c.dtype == "f16" ? run<tp::f16>(dev, c, page) : run<tp::bf16>(dev, c, page);
+          if (fp8) r = c.dtype == "f16" ? run<tp::f16, tp::fp8_e4m3>(dev, c, page, trace_dir)
+                                    : run<tp::bf16, tp::fp8_e4m3>(dev, c, page, trace_dir);
+          else r = c.dtype == "f16" ? run<tp::f16>(dev, c, page, trace_dir) : run<tp::bf16>(dev, c, page, trace_dir);
         } catch (const tp::error& e) {
           std::printf("tilepipe %s: %s\n", c.dtype.c_str(), e.what());
           r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";
