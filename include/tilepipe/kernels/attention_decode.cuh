@@ -377,24 +377,12 @@ struct attention_decode_kernel {
           }
           score_scale = scale_log2 * ks, value_scale = vs;
         }
-        // Gather the packed query rows (zero past the tile's rows), 128 columns at a time: a
-        // pass's loads are in flight together (a round trip to HBM takes microseconds while
-        // every SM streams K and V), and the code stays small enough for the persistent loop to
-        // inline (a loop, not unrolled, at head dim 256).
+        // Gather the packed query rows (zero past the tile's rows), 64 columns at a time (a
+        // loop, not unrolled: the code stays small enough for the persistent loop to inline).
         if (compute_wgs == 1 || ci == 0) {  // two compute warpgroups: the first gathers
-          profile_scope gather_scope(ctx, "gather Q");
-          auto gather = [&](int c0) {
-            const auto lo = load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; });
-            if constexpr (D == 64) {
-              store(cols<64>(q_s, c0), lo);
-            } else {
-              const auto hi = load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0 + 64; });
-              store(cols<64>(q_s, c0), lo);
-              store(cols<64>(q_s, c0 + 64), hi);
-            }
-          };
 #pragma unroll 1
-          for (int c0 = 0; c0 < D; c0 += 128) gather(c0);
+          for (int c0 = 0; c0 < D; c0 += 64)
+            store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
           commit_smem();  // visible to the wgmmas
         }
         // Both read Q; and warpgroup 1 converts no block into its merge buffers before
