@@ -229,20 +229,23 @@ TEST(AttentionBackward, VariableLengthBatches) {
   check<tp::bf16>({{3, 70}, {0, 0}}, 1, 1, 64, {}, true);  // no sequence has keys
 }
 
-TEST(AttentionBackward, RepeatedRunsAreBitwiseIdentical) {
-  const lengths len{{150}, {190}};
-  const int hq = 4, hkv = 1, d = 64;
-  const auto h_q = test::random_values<tp::bf16>(150 * hq * d, test::fresh_seed(), -2, 2);
-  const auto h_k = test::random_values<tp::bf16>(190 * hkv * d, test::fresh_seed(), -2, 2);
-  const auto h_v = test::random_values<tp::bf16>(190 * hkv * d);
-  const auto h_do = test::random_values<tp::bf16>(150 * hq * d);
-  const auto first = run_backward<tp::bf16>(len, hq, hkv, d, causal, false, h_q, h_k, h_v, h_do);
-  const auto second = run_backward<tp::bf16>(len, hq, hkv, d, causal, false, h_q, h_k, h_v, h_do);
+/// Runs the backward twice on the same fresh random inputs (one causal bf16 sequence), in the
+/// modes given, and expects the same bits from both.
+void expect_same_bits(int sq, int sk, int hq, int hkv, int d, bool first_deterministic, bool second_deterministic) {
+  const lengths len{{sq}, {sk}};
+  const auto h_q = test::random_values<tp::bf16>(sq * hq * d, test::fresh_seed(), -2, 2);
+  const auto h_k = test::random_values<tp::bf16>(sk * hkv * d, test::fresh_seed(), -2, 2);
+  const auto h_v = test::random_values<tp::bf16>(sk * hkv * d);
+  const auto h_do = test::random_values<tp::bf16>(sq * hq * d);
+  const auto first = run_backward<tp::bf16>(len, hq, hkv, d, causal, false, h_q, h_k, h_v, h_do, first_deterministic);
+  const auto second = run_backward<tp::bf16>(len, hq, hkv, d, causal, false, h_q, h_k, h_v, h_do, second_deterministic);
   auto same = [](const auto& x, const auto& y) {
     return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0;
   };
   EXPECT_TRUE(same(first.dq, second.dq) && same(first.dk, second.dk) && same(first.dv, second.dv));
 }
+
+TEST(AttentionBackward, RepeatedRunsAreBitwiseIdentical) { expect_same_bits(150, 190, 4, 1, 64, true, true); }
 
 // FlashAttention-3's single pass: the dK dV kernels add dS K to an f32 dQ (split by columns
 // between the compute warpgroups at head dim 128, each warpgroup's own keys at 64); keys past a
@@ -289,20 +292,7 @@ TEST(AttentionBackward, HeadDim256OnTheGpu) {
 
 // Head dim 256 has no single pass (the three launches are faster there): deterministic = false
 // runs them too, and gives their bits.
-TEST(AttentionBackward, HeadDim256RunsTheThreeLaunchesInBothModes) {
-  const lengths len{{70}, {100}};
-  const int hq = 2, hkv = 1, d = 256;
-  const auto h_q = test::random_values<tp::bf16>(70 * hq * d, test::fresh_seed(), -2, 2);
-  const auto h_k = test::random_values<tp::bf16>(100 * hkv * d, test::fresh_seed(), -2, 2);
-  const auto h_v = test::random_values<tp::bf16>(100 * hkv * d);
-  const auto h_do = test::random_values<tp::bf16>(70 * hq * d);
-  const auto deterministic = run_backward<tp::bf16>(len, hq, hkv, d, causal, false, h_q, h_k, h_v, h_do, true);
-  const auto other = run_backward<tp::bf16>(len, hq, hkv, d, causal, false, h_q, h_k, h_v, h_do, false);
-  auto same = [](const auto& x, const auto& y) {
-    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(x[0])) == 0;
-  };
-  EXPECT_TRUE(same(deterministic.dq, other.dq) && same(deterministic.dk, other.dk) && same(deterministic.dv, other.dv));
-}
+TEST(AttentionBackward, HeadDim256RunsTheThreeLaunchesInBothModes) { expect_same_bits(70, 100, 2, 1, 256, true, false); }
 
 TEST(AttentionBackward, LargeOnTheGpu) {
   if (!test::on_gpu()) GTEST_SKIP() << "GPU sizes";
