@@ -241,6 +241,41 @@ TEST(AttentionDecode, VariableLengthBatches) {
   check<tp::bf16>({{{1, 1}, {0, 0}}, 4, 4, 64, {}, true, 3});  // no sequence has keys
 }
 
+// The tile's query rows come by TMA where they are consecutive rows of q seen as
+// [B, Sq Hq, D] (one query position, or one KV head: MQA), else the compute warpgroup gathers
+// them: MQA problems with q stored [B, Hq, Sq, D] (its positions and heads do not merge into
+// one dimension) take the gather and give the same bytes as q stored [B, Sq, Hq, D], and both
+// match the reference.
+TEST(AttentionDecode, QueryRowsByTmaOrGathered) {
+  const auto& dev = test::dev();
+  for (const problem& p : {fixed(2, 16, 150, 4, 1, 128, 2, causal), fixed(1, 7, 200, 8, 1, 64, 3),
+                           fixed(1, 3, 130, 32, 1, 64, 1)}) {
+    SCOPED_TRACE(describe(p));
+    const inputs<tp::bf16> in(p);
+    const tp::partials_buffer ws(dev, workspace_slots(dev, p, p.splits), tp::attention_partial_floats(p.d));
+    const outputs<tp::bf16> by_tma = run(dev, p, in.q, in.k, in.v, ws.ref());
+    expect_matches_reference(p, in, by_tma);
+    const long long b = static_cast<long long>(p.len.q.size()), sq = p.len.q[0], sk = p.len.k[0], hq = p.hq, d = p.d;
+    std::vector<tp::bf16> heads_first(in.q.size());
+    for (long long i = 0; i < b; ++i)
+      for (long long t = 0; t < sq; ++t)
+        for (long long h = 0; h < hq; ++h)
+          std::copy_n(in.q.begin() + ((i * sq + t) * hq + h) * d, d, heads_first.begin() + ((i * hq + h) * sq + t) * d);
+    auto q_store = tp::tensor<tp::bf16, 4>::from_host(dev, {b, hq, sq, d}, heads_first);
+    const tp::tensor_view<tp::bf16, 4> q{q_store.data(), {b, sq, hq, d}, {hq * sq * d, d, sq * d, 1}, dev.is_gpu()};
+    auto k = tp::tensor<tp::bf16, 4>::from_host(dev, {b, sk, p.hkv, d}, in.k);
+    auto v = tp::tensor<tp::bf16, 4>::from_host(dev, {b, sk, p.hkv, d}, in.v);
+    auto o = tp::tensor<tp::bf16, 4>::from_host(
+        dev, {b, sq, hq, d}, std::vector<tp::bf16>(static_cast<std::size_t>(b * sq * hq * d), tp::from_float<tp::bf16>(NAN)));
+    const std::size_t lse_rows = static_cast<std::size_t>(b * hq * sq);
+    auto lse = tp::tensor<float, 1>::from_host(dev, {b * hq * sq}, std::vector<float>(lse_rows, NAN));
+    tp::attention_forward<tp::bf16>(dev, q, k, v, o,
+                                    {.causal = p.mask.causal, .lse = lse.data(), .num_splits = p.splits, .partials = ws.ref()});
+    EXPECT_TRUE(bitwise_equal(o.to_host(), by_tma.o)) << "O";
+    EXPECT_TRUE(bitwise_equal(lse.to_host(), by_tma.lse)) << "LSE";
+  }
+}
+
 // Whichever split of a tile arrives last combines, in split order: shuffled CTA orders
 // (in the interpreter; other splits then arrive last) and copy orders give the same bytes,
 // and so does a second launch on the same workspace (the counters were cleared).

@@ -40,6 +40,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace tilepipe {
@@ -94,7 +96,13 @@ inline constexpr int attention_page_box_rows = 16;
 /// KV: K and V's element type, T's, or fp8_e4m3 (an fp8 KV cache: each block is converted
 /// to T in SMEM for the wgmmas, and the scales are folded into the softmax scale and the
 /// output's normalisation).
-template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0, class KV = T>
+///
+/// QRowsByTma: the tile's packed query rows are consecutive rows of q seen as [B, Sq Hq, D]
+/// (one query position, or one KV head): the memory warpgroup loads them by TMA, a block of
+/// the pipeline fetched once per item (two slots where SMEM allows), in stream order just
+/// ahead of the item's first K block (else the compute warpgroup gathers them).
+template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0, class KV = T,
+          bool QRowsByTma = false>
 struct attention_decode_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
   static constexpr bool fp8_kv = std::is_same_v<KV, fp8_e4m3>;
@@ -122,6 +130,10 @@ struct attention_decode_kernel {
   using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, kv_swizzle, box_rows<PageBoxRows>>,
                                      tile<kv_block, kv_swizzle>>;
   using q_view = smem<T, tile<block<BM, D>, swizzle<128>>>;
+  // QRowsByTma: q as [B, Sq Hq, D], the tile's rows a box from any row (an element offset).
+  static_assert(!QRowsByTma || (!fp8_kv && D <= 128), "tilepipe: Q rows by TMA: 16-bit K and V, head dim <= 128");
+  using q_rows_tile = tile<block<squeezed, element(BM), D>, swizzle<128>>;
+  using q_param = std::conditional_t<QRowsByTma, gmem<T, 3, q_rows_tile>, gmem<T, 4>>;
   /// fp8: a K block and a V block converted to T, the wgmmas' operands (the layout of a
   /// 16-bit KV slot).
   using converted_view = smem<T, tile<block<BN, D>, swizzle<128>>>;
@@ -129,11 +141,21 @@ struct attention_decode_kernel {
   /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V each compute
   /// warpgroup's converted blocks.
   static constexpr std::uint32_t merge_stats_bytes = compute_wgs > 1 ? 2 * BM * sizeof(float) : 0;
+  // (With QRowsByTma Q's rows are the pipeline's; BM floats remain for the combine's LSE rows.)
+  static constexpr std::uint32_t q_bytes = QRowsByTma ? BM * sizeof(float) : q_view::bytes;
   static constexpr std::uint32_t own_smem =
-      q_view::bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes;
+      q_bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes;
   // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
   // Q (each fetch in flight is latency hidden).
-  static constexpr int stages = static_cast<int>((smem_capacity - own_smem - 2048) / (2 * kv_block_bytes));
+  static constexpr int stages_beside(int q_slots, std::uint32_t reserve) {
+    return static_cast<int>((smem_capacity - own_smem - q_slots * q_view::bytes - reserve) / (2 * kv_block_bytes));
+  }
+  // QRowsByTma: two slots for Q's rows (the next item's land during this one) where they cost
+  // no K and V slot, else one (the next item's rows then wait for this one's last Q K^T).
+  // (3 KB for the barriers and alignment: at head dim 128, two Q slots and three K and V
+  // slots leave 256 bytes too few.)
+  static constexpr int q_slots = !QRowsByTma ? 0 : stages_beside(2, 3072) == stages_beside(1, 3072) ? 2 : 1;
+  static constexpr int stages = stages_beside(q_slots, QRowsByTma ? 3072 : 2048);
   static_assert(stages >= 2, "tilepipe: the decode kernel's K and V blocks leave fewer than two slots each");
   /// A split's partial result in the workspace: its O rows (f32, normalised), then their
   /// LSE (log2 units, the scale folded in).
@@ -219,7 +241,7 @@ struct attention_decode_kernel {
     return {q_batch, q0, sq, 0, k0, clamp_rows(k_end - k0, total_k - k0)};
   }
 
-  TP_HD void operator()(kernel_context& ctx, gmem<T, 4> q, gmem<KV, 4, kv_tile> k, gmem<KV, 4, kv_tile> v,
+  TP_HD void operator()(kernel_context& ctx, q_param q, gmem<KV, 4, kv_tile> k, gmem<KV, 4, kv_tile> v,
                         gmem<T, 4> o) const {
     const int num_pages = static_cast<int>(k.shape[0]);  // paged: the cache's pages
     // The compute warpgroup's state: O, P packed as the A operand of P V, the running row
@@ -230,8 +252,8 @@ struct attention_decode_kernel {
     // V is read one step after it lands: the block of the previous step and its release.
     pending_block<smem<KV, kv_tile>> v_prev{};
     consumed_token v_prev_done{};
-    q_view q_s;  // the tile's packed query rows
-    T* q_rows = nullptr;  // its SMEM
+    q_view q_s;  // the tile's packed query rows (gathered)
+    T* q_rows = nullptr;  // its SMEM, or with QRowsByTma BM floats for the combine
     // fp8: this step's K block and the previous step's V block, converted to T (each block
     // once, by the compute warpgroup that takes it: the slot is released as soon as it is
     // converted); each compute warpgroup has its own two.
@@ -251,7 +273,9 @@ struct attention_decode_kernel {
     }();
 
     auto tile_pipeline = [&](decode_item it) {
-      const sequence seq = sequence_of(ctx, it.batch, static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]));
+      const int hq = heads_per_kv * static_cast<int>(k.shape[2]);
+      const int total_q = static_cast<int>(QRowsByTma ? q.shape[1] / hq : q.shape[1]);
+      const sequence seq = sequence_of(ctx, it.batch, total_q, static_cast<int>(k.shape[1]));
       const int row0 = it.m_block * BM;  // the tile's first packed row
       const int tile_rows = clamp_rows(seq.sq * heads_per_kv - row0, BM);
       // Packed row r of the tile: query position r / G of head kv_head * G + r % G.
@@ -278,8 +302,10 @@ struct attention_decode_kernel {
       const int mask_lo = left_edge > 0 ? (left_edge + BN - 1) / BN : 0;
 
       // Step s reads KV block top - 1 - s: S = Q K^T of it, and O += P V of the previous one.
-      auto body = [&, seq, top, shift, mask_hi, mask_lo, position](index<1> at, auto k_s, auto v_s, consumed_token k_done,
-                                                                    consumed_token v_done) {
+      // (q_rows: the tile's query rows; release_q: called once this step's Q K^T is done.)
+      auto body = [&, seq, top, shift, mask_hi, mask_lo, position](index<1> at, auto q_rows_s, auto k_s, auto v_s,
+                                                                    consumed_token k_done, consumed_token v_done,
+                                                                    auto release_q) {
         const int s = at[0];
         if constexpr (fp8_kv) {
           if (s % compute_wgs != ci) {
@@ -300,14 +326,15 @@ struct attention_decode_kernel {
             dequantize(k_s.wait(), k_t);
             commit_smem();
             k_done.arrive();  // K's slot refills from here on
-            wgmma(acc_s, q_s, transpose(k_t), false);
+            wgmma(acc_s, q_rows_s, transpose(k_t), false);
             if constexpr (!first_step) wgmma(acc_o, p, v_t);
           } else {
-            wgmma(acc_s, q_s, transpose(k_s), false);
+            wgmma(acc_s, q_rows_s, transpose(k_s), false);
             if constexpr (!first_step) wgmma(acc_o, p, v_prev.wait());
           }
           wgmma_wait<first_step ? 0 : 1>(acc_s);  // S is ready; P V still runs
           if constexpr (!fp8_kv) k_done.arrive();  // K's slot refills under the softmax
+          release_q();  // (Q's slot after the item's last Q K^T)
           profile_scope softmax_scope(ctx, "softmax");
           if constexpr (with_mask) {
             mask_columns(acc_s, [&](int r) {  // row r sees keys [pos - left, pos + right] of the sequence
@@ -379,10 +406,13 @@ struct attention_decode_kernel {
         }
         // Gather the packed query rows (zero past the tile's rows), 64 columns at a time (a
         // loop, not unrolled: the code stays small enough for the persistent loop to inline).
-        if (compute_wgs == 1 || ci == 0) {  // two compute warpgroups: the first gathers
+        // (Loads issued here wait behind the K and V blocks already in flight: 6 us a round
+        // trip on an H200 at full rate, which QRowsByTma avoids.)
+        if (!QRowsByTma && (compute_wgs == 1 || ci == 0)) {  // two compute warpgroups: the first gathers
 #pragma unroll 1
           for (int c0 = 0; c0 < D; c0 += 64)
-            store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
+            if constexpr (!QRowsByTma)
+              store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
           commit_smem();  // visible to the wgmmas
         }
         // Both read Q; and warpgroup 1 converts no block into its merge buffers before
@@ -491,6 +521,27 @@ struct attention_decode_kernel {
       // K and V stream from the split's last block down (affine maps: a new block every step).
       const int kv_head = it.kv_head, batch = seq.kv_batch, k_top = seq.k0 + (top - 1) * BN;
       auto kv_map = [=](auto s) { return idx(batch, k_top - s * BN, kv_head, 0); };
+      // With QRowsByTma the rows of q as [B, Sq Hq, D]: packed row r is row q0 Hq + kv_head G + r
+      // (one position, or G = Hq).
+      const int q_row = seq.q0 * hq + kv_head * heads_per_kv + row0, q_batch = seq.batch;
+      auto q_map = [=](auto) { return idx(q_batch, q_row, 0); };
+      // (The pipeline keeps copies of its body: body by value, not a reference to this call's.)
+      auto gathered_q = [body, &q_s](index<1> at, auto k_s, auto v_s, consumed_token k_done, consumed_token v_done) {
+        body(at, q_s, k_s, v_s, k_done, v_done, [] {});
+      };
+      auto q_by_tma = [body](index<1> at, auto q_b, auto k_s, auto v_s, consumed_token q_done, consumed_token k_done,
+                             consumed_token v_done) { body(at, q_b, k_s, v_s, k_done, v_done, [&] { q_done.arrive(); }); };
+      // The specs of K and V (and before them Q's rows, QRowsByTma), then the pipeline.
+      auto run = [&](auto k_spec, auto v_spec) {
+        if constexpr (QRowsByTma)
+          return emit_pipeline_warp_specialized(q_by_tma, grid(blocks),
+                                                in_specs(spec<q_rows_tile>(q_map, buffered<q_slots>), k_spec, v_spec),
+                                                out_specs(), ws, max_concurrent_steps<stages>, manual_consumed_barriers,
+                                                context);
+        else
+          return emit_pipeline_warp_specialized(gathered_q, grid(blocks), in_specs(k_spec, v_spec), out_specs(), ws,
+                                                max_concurrent_steps<stages>, manual_consumed_barriers, context);
+      };
       if constexpr (paged) {
         // The block of keys [key0, key0 + BN) that kv_map names is gathered from its pages:
         // the box of rows [key0 + r, key0 + r + PageBoxRows) is on page table[(key0 + r) /
@@ -510,24 +561,20 @@ struct attention_decode_kernel {
                          page, num_pages);
           return idx(page < 0 ? 0 : page < num_pages ? page : num_pages - 1, key & ((1 << shift) - 1), kv_head, 0);
         };
-        return emit_pipeline_warp_specialized(
-            body, grid(blocks),
-            in_specs(gathered_spec<kv_tile>(kv_map, box_source, option<manual_ready_tag, fp8_kv>{}),
-                     gathered_spec<kv_tile>(kv_map, box_source, manual_ready)),
-            out_specs(), ws, max_concurrent_steps<stages>, manual_consumed_barriers, context);
+        return run(gathered_spec<kv_tile>(kv_map, box_source, option<manual_ready_tag, fp8_kv>{}),
+                   gathered_spec<kv_tile>(kv_map, box_source, manual_ready));
       } else {
         if constexpr (fp8_kv)  // each block waited for by the warpgroup that takes it
-          return emit_pipeline_warp_specialized(
-              body, grid(blocks), in_specs(spec<kv_tile>(kv_map, manual_ready), spec<kv_tile>(kv_map, manual_ready)),
-              out_specs(), ws, max_concurrent_steps<stages>, manual_consumed_barriers, context);
+          return run(spec<kv_tile>(kv_map, manual_ready), spec<kv_tile>(kv_map, manual_ready));
         else
-          return emit_pipeline_warp_specialized(
-              body, grid(blocks), in_specs(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map, manual_ready)), out_specs(), ws,
-              max_concurrent_steps<stages>, manual_consumed_barriers, context);
+          return run(spec<kv_tile>(kv_map), spec<kv_tile>(kv_map, manual_ready));
       }
     };
-    auto loop = persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, k, v);
-    q_rows = reinterpret_cast<T*>(ctx.allocate(q_view::bytes, "decode query rows"));
+    auto loop = [&] {
+      if constexpr (QRowsByTma) return persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, q, k, v);
+      else return persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, k, v);
+    }();
+    q_rows = reinterpret_cast<T*>(ctx.allocate(q_bytes, QRowsByTma ? "decode combine rows" : "decode query rows"));
     q_s = q_view{q_rows, 0};
     if constexpr (fp8_kv) {
       // Warpgroup w's K and V blocks side by side: warpgroup 1's two hold its O for the merge.
@@ -594,11 +641,11 @@ inline int choose_splits(int tiles, int kv_blocks, int sms, int most) {
   return 1;
 }
 
-template <class T, int D, int PageBoxRows = 0, class KV>
-void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k, const tensor_view<KV, 4>& v,
-            const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
-            const attention_decode_options& opt) {
-  using kernel_t = attention_decode_kernel<T, D, attention_decode_block<D>, PageBoxRows, KV>;
+/// Launches kernel_t with q_arg as its q (q itself, or q_rows_view's view of it).
+template <class kernel_t, class T, class QArg, class KV>
+void launch_kernel(const device& dev, const tensor_view<T, 4>& q, const QArg& q_arg, const tensor_view<KV, 4>& k,
+                   const tensor_view<KV, 4>& v, const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk,
+                   const int* cu_q, const int* cu_k, const attention_decode_options& opt) {
   const int hq = static_cast<int>(q.shape[2]), hkv = static_cast<int>(k.shape[2]), group = hq / hkv;
   const int m_blocks = (max_sq * group + kernel_t::BM - 1) / kernel_t::BM;
   const int tiles = batches * hkv * m_blocks;
@@ -638,9 +685,38 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV,
   kern.key_capacity = opt.page_table ? opt.max_pages_per_seq << kern.page_shift : sk;
   kern.k_scale = opt.k_scale, kern.v_scale = opt.v_scale, kern.scale_per_head = opt.scale_per_head;
   const int items = kern.items.items();
-  kernel(kern, {.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile})(dev, q, k, v, o);
+  kernel(kern, {.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile})(dev, q_arg, k, v, o);
 }
 
+/// q as [B, Sq Hq, D] for attention_decode_kernel's QRowsByTma, where a tile's packed rows are
+/// consecutive rows of it (one query position a sequence, or one KV head) and TMA can read it
+/// (unit stride along D, 16-byte aligned rows); else none.
+template <class T>
+std::optional<tensor_view<T, 3>> q_rows_view(const tensor_view<T, 4>& q, int max_sq, int hkv) {
+  const long long hq = q.shape[2];
+  const bool consecutive = max_sq == 1 || hkv == 1;
+  const bool sh_merge = q.shape[1] == 1 || q.stride[1] == hq * q.stride[2];  // S and H as one dimension
+  if (!consecutive || !sh_merge || q.stride[3] != 1 || (q.stride[2] * sizeof(T)) % 16 != 0 ||
+      (q.stride[0] * sizeof(T)) % 16 != 0 || reinterpret_cast<std::uintptr_t>(q.data) % 16 != 0)
+    return std::nullopt;
+  return tensor_view<T, 3>{q.data, {q.shape[0], q.shape[1] * hq, q.shape[3]}, {q.stride[0], q.stride[2], 1}, q.on_gpu};
+}
+
+template <class T, int D, int PageBoxRows = 0, class KV>
+void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k, const tensor_view<KV, 4>& v,
+            const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
+            const attention_decode_options& opt) {
+  constexpr int BN = attention_decode_block<D>;
+  if constexpr (!std::is_same_v<KV, fp8_e4m3> && D <= 128) {
+    if (const auto rows = q_rows_view(q, max_sq, static_cast<int>(k.shape[2]))) {
+      launch_kernel<attention_decode_kernel<T, D, BN, PageBoxRows, KV, true>>(dev, q, *rows, k, v, o, batches, max_sq,
+                                                                              sq, sk, cu_q, cu_k, opt);
+      return;
+    }
+  }
+  launch_kernel<attention_decode_kernel<T, D, BN, PageBoxRows, KV>>(dev, q, q, k, v, o, batches, max_sq, sq, sk, cu_q,
+                                                                    cu_k, opt);
+}
 /// A paged cache's KV blocks move in one box where a page holds a block, else in boxes of
 /// attention_page_box_rows (the shapes were checked: page sizes are powers of two >= 16).
 template <class T, int D, class KV>
