@@ -27,8 +27,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <numeric>
-#include <random>
 #include <sstream>
 
 #ifdef TP_ATTN_N64
@@ -97,10 +95,7 @@ std::string run(const tp::device& dev, const config& c, int page, const char* tr
     }
     o.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
   }
-  std::vector<int> pool(static_cast<std::size_t>(num_pages));
-  std::iota(pool.begin(), pool.end(), 0);
-  std::shuffle(pool.begin(), pool.end(), std::mt19937(7));
-  const auto table = tp::tensor<int, 1>::from_host(dev, {std::max(num_pages, 1LL)}, num_pages ? pool : std::vector<int>{0});
+  const auto table = bench::shuffled_page_table(dev, num_pages);
   const auto used = tp::tensor<int, 1>::from_host(dev, {c.b}, std::vector<int>(c.b, static_cast<int>(c.sk)));
   // A split-KV workspace, so that decode rows split as the kernel chooses.
   const tp::partials_buffer partials(dev, tp::attention_partial_slots(dev), tp::attention_partial_floats(c.d));

@@ -46,6 +46,16 @@ tp::tensor<T, R> random_tensor(const tp::device& dev, std::array<long long, R> s
   return tp::tensor<T, R>::from_host(dev, shape, h);
 }
 
+/// A page table for a paged KV cache of num_pages pages (0: a one-entry table nobody reads):
+/// page numbers 0 .. num_pages - 1 in a shuffled order, each sequence's pages scattered
+/// over the pool.
+inline tp::tensor<int, 1> shuffled_page_table(const tp::device& dev, long long num_pages) {
+  std::vector<int> pool(static_cast<std::size_t>(num_pages));
+  for (std::size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<int>(i);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(7));
+  return tp::tensor<int, 1>::from_host(dev, {std::max(num_pages, 1LL)}, num_pages ? pool : std::vector<int>{0});
+}
+
 /// Times batches of calls between two CUDA events, so the host's launch work overlaps the
 /// GPU's and is not counted.
 class batch_timer {
