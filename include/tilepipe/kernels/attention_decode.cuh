@@ -408,12 +408,13 @@ struct attention_decode_kernel {
         // loop, not unrolled: the code stays small enough for the persistent loop to inline).
         // (Loads issued here wait behind the K and V blocks already in flight: 6 us a round
         // trip on an H200 at full rate, which QRowsByTma avoids.)
-        if (!QRowsByTma && (compute_wgs == 1 || ci == 0)) {  // two compute warpgroups: the first gathers
+        if constexpr (!QRowsByTma) {
+          if (compute_wgs == 1 || ci == 0) {  // two compute warpgroups: the first gathers
 #pragma unroll 1
-          for (int c0 = 0; c0 < D; c0 += 64)
-            if constexpr (!QRowsByTma)
+            for (int c0 = 0; c0 < D; c0 += 64)
               store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
-          commit_smem();  // visible to the wgmmas
+            commit_smem();  // visible to the wgmmas
+          }
         }
         // Both read Q; and warpgroup 1 converts no block into its merge buffers before
         // warpgroup 0 has read the last tile's merge.
