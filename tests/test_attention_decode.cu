@@ -243,9 +243,9 @@ TEST(AttentionDecode, VariableLengthBatches) {
 
 // The tile's query rows come by TMA where they are consecutive rows of q seen as
 // [B, Sq Hq, D] (one query position, or one KV head: MQA), else the compute warpgroup gathers
-// them: MQA problems with q stored [B, Hq, Sq, D] (its positions and heads do not merge into
-// one dimension) take the gather and give the same bytes as q stored [B, Sq, Hq, D], and both
-// match the reference.
+// them into the same slot over the block TMA brought: MQA problems with q stored
+// [B, Hq, Sq, D] (its positions and heads do not merge into one dimension) take the gather
+// and give the same bytes as q stored [B, Sq, Hq, D], and both match the reference.
 TEST(AttentionDecode, QueryRowsByTmaOrGathered) {
   const auto& dev = test::dev();
   for (const problem& p : {fixed(2, 16, 150, 4, 1, 128, 2, causal), fixed(1, 7, 200, 8, 1, 64, 3),

@@ -96,13 +96,7 @@ inline constexpr int attention_page_box_rows = 16;
 /// KV: K and V's element type, T's, or fp8_e4m3 (an fp8 KV cache: each block is converted
 /// to T in SMEM for the wgmmas, and the scales are folded into the softmax scale and the
 /// output's normalisation).
-///
-/// QRowsByTma: the tile's packed query rows are consecutive rows of q seen as [B, Sq Hq, D]
-/// (one query position, or one KV head): the memory warpgroup loads them by TMA, a block of
-/// the pipeline fetched once per item (two slots where SMEM allows), in stream order just
-/// ahead of the item's first K block (else the compute warpgroup gathers them).
-template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0, class KV = T,
-          bool QRowsByTma = false>
+template <class T, int D, int BN = attention_decode_block<D>, int PageBoxRows = 0, class KV = T>
 struct attention_decode_kernel {
   static_assert(D == 64 || D == 128 || D == 256, "tilepipe: attention supports head dims 64, 128 and 256");
   static constexpr bool fp8_kv = std::is_same_v<KV, fp8_e4m3>;
@@ -130,10 +124,15 @@ struct attention_decode_kernel {
   using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, kv_swizzle, box_rows<PageBoxRows>>,
                                      tile<kv_block, kv_swizzle>>;
   using q_view = smem<T, tile<block<BM, D>, swizzle<128>>>;
-  // QRowsByTma: q as [B, Sq Hq, D], the tile's rows a box from any row (an element offset).
-  static_assert(!QRowsByTma || (!fp8_kv && D <= 128), "tilepipe: Q rows by TMA: 16-bit K and V, head dim <= 128");
+  // Q's rows in a slot of the pipeline (16-bit K and V, head dims 64 and 128), a block of q
+  // seen as [B, Sq Hq, D] (a box from any row: an element offset) fetched once per item. Where
+  // the tile's packed rows are consecutive rows of that view (q_rows_by_tma: one query
+  // position, or one KV head) the memory warpgroup's TMA brings them, in stream order just
+  // ahead of the item's first K block; else the compute warpgroup gathers them into the slot
+  // once the block (any rows of q) has landed. (Elsewhere it gathers them into its own SMEM.)
+  static constexpr bool q_slot = !fp8_kv && D <= 128;
   using q_rows_tile = tile<block<squeezed, element(BM), D>, swizzle<128>>;
-  using q_param = std::conditional_t<QRowsByTma, gmem<T, 3, q_rows_tile>, gmem<T, 4>>;
+  using q_rows_param = std::conditional_t<q_slot, gmem<T, 3, q_rows_tile>, gmem<T, 4>>;
   /// fp8: a K block and a V block converted to T, the wgmmas' operands (the layout of a
   /// 16-bit KV slot).
   using converted_view = smem<T, tile<block<BN, D>, swizzle<128>>>;
@@ -141,8 +140,8 @@ struct attention_decode_kernel {
   /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V each compute
   /// warpgroup's converted blocks.
   static constexpr std::uint32_t merge_stats_bytes = compute_wgs > 1 ? 2 * BM * sizeof(float) : 0;
-  // (With QRowsByTma Q's rows are the pipeline's; BM floats remain for the combine's LSE rows.)
-  static constexpr std::uint32_t q_bytes = QRowsByTma ? BM * sizeof(float) : q_view::bytes;
+  // (With q_slot Q's rows are the pipeline's; BM floats remain for the combine's LSE rows.)
+  static constexpr std::uint32_t q_bytes = q_slot ? BM * sizeof(float) : q_view::bytes;
   static constexpr std::uint32_t own_smem =
       q_bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes;
   // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
@@ -150,12 +149,12 @@ struct attention_decode_kernel {
   static constexpr int stages_beside(int q_slots, std::uint32_t reserve) {
     return static_cast<int>((smem_capacity - own_smem - q_slots * q_view::bytes - reserve) / (2 * kv_block_bytes));
   }
-  // QRowsByTma: two slots for Q's rows (the next item's land during this one) where they cost
+  // q_slot: two slots for Q's rows (the next item's land during this one) where they cost
   // no K and V slot, else one (the next item's rows then wait for this one's last Q K^T).
   // (3 KB for the barriers and alignment: at head dim 128, two Q slots and three K and V
   // slots leave 256 bytes too few.)
-  static constexpr int q_slots = !QRowsByTma ? 0 : stages_beside(2, 3072) == stages_beside(1, 3072) ? 2 : 1;
-  static constexpr int stages = stages_beside(q_slots, QRowsByTma ? 3072 : 2048);
+  static constexpr int q_slots = !q_slot ? 0 : stages_beside(2, 3072) == stages_beside(1, 3072) ? 2 : 1;
+  static constexpr int stages = stages_beside(q_slots, q_slot ? 3072 : 2048);
   static_assert(stages >= 2, "tilepipe: the decode kernel's K and V blocks leave fewer than two slots each");
   /// A split's partial result in the workspace: its O rows (f32, normalised), then their
   /// LSE (log2 units, the scale folded in).
@@ -185,6 +184,7 @@ struct attention_decode_kernel {
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
   bool scale_per_head = false;
+  bool q_rows_by_tma = false;  // q_slot: the slot's block is the tile's rows (else gathered into it)
 
   /// n limited to [0, cap].
   TP_HD static int clamp_rows(int n, int cap) { return n < 0 ? 0 : n < cap ? n : cap; }
@@ -241,8 +241,8 @@ struct attention_decode_kernel {
     return {q_batch, q0, sq, 0, k0, clamp_rows(k_end - k0, total_k - k0)};
   }
 
-  TP_HD void operator()(kernel_context& ctx, q_param q, gmem<KV, 4, kv_tile> k, gmem<KV, 4, kv_tile> v,
-                        gmem<T, 4> o) const {
+  TP_HD void operator()(kernel_context& ctx, gmem<T, 4> q, q_rows_param q_rows_g, gmem<KV, 4, kv_tile> k,
+                        gmem<KV, 4, kv_tile> v, gmem<T, 4> o) const {
     const int num_pages = static_cast<int>(k.shape[0]);  // paged: the cache's pages
     // The compute warpgroup's state: O, P packed as the A operand of P V, the running row
     // maxima and this thread's share of the row sums (finished once, in the epilogue).
@@ -253,7 +253,7 @@ struct attention_decode_kernel {
     pending_block<smem<KV, kv_tile>> v_prev{};
     consumed_token v_prev_done{};
     q_view q_s;  // the tile's packed query rows (gathered)
-    T* q_rows = nullptr;  // its SMEM, or with QRowsByTma BM floats for the combine
+    T* q_rows = nullptr;  // its SMEM, or with q_slot BM floats for the combine
     // fp8: this step's K block and the previous step's V block, converted to T (each block
     // once, by the compute warpgroup that takes it: the slot is released as soon as it is
     // converted); each compute warpgroup has its own two.
@@ -273,15 +273,26 @@ struct attention_decode_kernel {
     }();
 
     auto tile_pipeline = [&](decode_item it) {
-      const int hq = heads_per_kv * static_cast<int>(k.shape[2]);
-      const int total_q = static_cast<int>(QRowsByTma ? q.shape[1] / hq : q.shape[1]);
-      const sequence seq = sequence_of(ctx, it.batch, total_q, static_cast<int>(k.shape[1]));
+      const sequence seq = sequence_of(ctx, it.batch, static_cast<int>(q.shape[1]), static_cast<int>(k.shape[1]));
       const int row0 = it.m_block * BM;  // the tile's first packed row
       const int tile_rows = clamp_rows(seq.sq * heads_per_kv - row0, BM);
       // Packed row r of the tile: query position r / G of head kv_head * G + r % G.
       auto position = [=, this](int r) { return group.div(row0 + r); };
       auto head = [=, this](int r) {
         return it.kv_head * heads_per_kv + row0 + r - group.div(row0 + r) * heads_per_kv;
+      };
+      // The compute warpgroup gathers the packed query rows into q_dst (zero past the tile's
+      // rows), 64 columns at a time (a loop, not unrolled: the code stays small enough for
+      // the persistent loop to inline). Its loads wait behind the K and V blocks already in
+      // flight from the SM (6 us a round trip on an H200 at full rate: q_rows_by_tma avoids it).
+      auto gather_q = [&, seq, tile_rows, position, head](auto q_dst) {
+        const T* rows = q.data + seq.batch * q.stride[0] + seq.q0 * q.stride[1];
+#pragma unroll 1
+        for (int c0 = 0; c0 < D; c0 += 64)
+          store(cols<64>(q_dst, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) {
+                  return rows + position(r) * q.stride[1] + head(r) * q.stride[2] + c0;
+                }));
+        commit_smem();  // visible to the wgmmas
       };
       // The KV blocks any of the tile's rows sees (prefill's bounds, over query positions),
       // and this item's share of them: blocks [first, top).
@@ -404,18 +415,7 @@ struct attention_decode_kernel {
           }
           score_scale = scale_log2 * ks, value_scale = vs;
         }
-        // Gather the packed query rows (zero past the tile's rows), 64 columns at a time (a
-        // loop, not unrolled: the code stays small enough for the persistent loop to inline).
-        // (Loads issued here wait behind the K and V blocks already in flight: 6 us a round
-        // trip on an H200 at full rate, which QRowsByTma avoids.)
-        if constexpr (!QRowsByTma) {
-          if (compute_wgs == 1 || ci == 0) {  // two compute warpgroups: the first gathers
-#pragma unroll 1
-            for (int c0 = 0; c0 < D; c0 += 64)
-              store(cols<64>(q_s, c0), load_rows<T, BM, 64>(tile_rows, [&](int r) { return row_in(q, r) + c0; }));
-            commit_smem();  // visible to the wgmmas
-          }
-        }
+        if (!q_slot && (compute_wgs == 1 || ci == 0)) gather_q(q_s);  // two compute warpgroups: the first
         // Both read Q; and warpgroup 1 converts no block into its merge buffers before
         // warpgroup 0 has read the last tile's merge.
         if constexpr (compute_wgs > 1) ctx.team_sync();
@@ -522,20 +522,25 @@ struct attention_decode_kernel {
       // K and V stream from the split's last block down (affine maps: a new block every step).
       const int kv_head = it.kv_head, batch = seq.kv_batch, k_top = seq.k0 + (top - 1) * BN;
       auto kv_map = [=](auto s) { return idx(batch, k_top - s * BN, kv_head, 0); };
-      // With QRowsByTma the rows of q as [B, Sq Hq, D]: packed row r is row q0 Hq + kv_head G + r
-      // (one position, or G = Hq).
-      const int q_row = seq.q0 * hq + kv_head * heads_per_kv + row0, q_batch = seq.batch;
+      // q_rows_by_tma: packed row r is row q0 Hq + kv_head G + r of q seen as [B, Sq Hq, D] (one
+      // position, or G = Hq); else the slot's block is any rows of q, gathered over.
+      const int q_row = q_rows_by_tma ? seq.q0 * heads_per_kv * static_cast<int>(k.shape[2]) + kv_head * heads_per_kv + row0 : 0;
+      const int q_batch = seq.batch;
       auto q_map = [=](auto) { return idx(q_batch, q_row, 0); };
       // (The pipeline keeps copies of its body: body by value, not a reference to this call's.)
       auto gathered_q = [body, &q_s](index<1> at, auto k_s, auto v_s, consumed_token k_done, consumed_token v_done) {
         body(at, q_s, k_s, v_s, k_done, v_done, [] {});
       };
-      auto q_by_tma = [body](index<1> at, auto q_b, auto k_s, auto v_s, consumed_token q_done, consumed_token k_done,
-                             consumed_token v_done) { body(at, q_b, k_s, v_s, k_done, v_done, [&] { q_done.arrive(); }); };
-      // The specs of K and V (and before them Q's rows, QRowsByTma), then the pipeline.
+      const bool gather_into_slot = !q_rows_by_tma;
+      auto q_in_slot = [body, gather_q, gather_into_slot](index<1> at, auto q_b, auto k_s, auto v_s, consumed_token q_done,
+                                                           consumed_token k_done, consumed_token v_done) {
+        if (gather_into_slot && at[0] == 0) gather_q(q_b);  // the block has landed: overwrite it
+        body(at, q_b, k_s, v_s, k_done, v_done, [&] { q_done.arrive(); });
+      };
+      // The specs of K and V (and before them Q's rows, q_slot), then the pipeline.
       auto run = [&](auto k_spec, auto v_spec) {
-        if constexpr (QRowsByTma)
-          return emit_pipeline_warp_specialized(q_by_tma, grid(blocks),
+        if constexpr (q_slot)
+          return emit_pipeline_warp_specialized(q_in_slot, grid(blocks),
                                                 in_specs(spec<q_rows_tile>(q_map, buffered<q_slots>), k_spec, v_spec),
                                                 out_specs(), ws, max_concurrent_steps<stages>, manual_consumed_barriers,
                                                 context);
@@ -572,10 +577,10 @@ struct attention_decode_kernel {
       }
     };
     auto loop = [&] {
-      if constexpr (QRowsByTma) return persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, q, k, v);
+      if constexpr (q_slot) return persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, q_rows_g, k, v);
       else return persistent_pipelines<decode_item, own_smem>(ws, ctx, tile_pipeline, k, v);
     }();
-    q_rows = reinterpret_cast<T*>(ctx.allocate(q_bytes, QRowsByTma ? "decode combine rows" : "decode query rows"));
+    q_rows = reinterpret_cast<T*>(ctx.allocate(q_bytes, q_slot ? "decode combine rows" : "decode query rows"));
     q_s = q_view{q_rows, 0};
     if constexpr (fp8_kv) {
       // Warpgroup w's K and V blocks side by side: warpgroup 1's two hold its O for the merge.
@@ -642,11 +647,22 @@ inline int choose_splits(int tiles, int kv_blocks, int sms, int most) {
   return 1;
 }
 
-/// Launches kernel_t with q_arg as its q (q itself, or q_rows_view's view of it).
-template <class kernel_t, class T, class QArg, class KV>
-void launch_kernel(const device& dev, const tensor_view<T, 4>& q, const QArg& q_arg, const tensor_view<KV, 4>& k,
-                   const tensor_view<KV, 4>& v, const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk,
-                   const int* cu_q, const int* cu_k, const attention_decode_options& opt) {
+/// q as [B, Sq Hq, D] for attention_decode_kernel's Q slot where a tile's packed rows are
+/// consecutive rows of it (one query position a sequence, or one KV head); else none.
+template <class T>
+std::optional<tensor_view<T, 3>> q_rows_view(const tensor_view<T, 4>& q, int max_sq, int hkv) {
+  const long long hq = q.shape[2];
+  const bool consecutive = max_sq == 1 || hkv == 1;
+  const bool sh_merge = q.shape[1] == 1 || q.stride[1] == hq * q.stride[2];  // S and H as one dimension
+  if (!consecutive || !sh_merge || q.stride[3] != 1) return std::nullopt;
+  return tensor_view<T, 3>{q.data, {q.shape[0], q.shape[1] * hq, q.shape[3]}, {q.stride[0], q.stride[2], 1}, q.on_gpu};
+}
+
+template <class T, int D, int PageBoxRows = 0, class KV>
+void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k, const tensor_view<KV, 4>& v,
+            const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
+            const attention_decode_options& opt) {
+  using kernel_t = attention_decode_kernel<T, D, attention_decode_block<D>, PageBoxRows, KV>;
   const int hq = static_cast<int>(q.shape[2]), hkv = static_cast<int>(k.shape[2]), group = hq / hkv;
   const int m_blocks = (max_sq * group + kernel_t::BM - 1) / kernel_t::BM;
   const int tiles = batches * hkv * m_blocks;
@@ -686,38 +702,19 @@ void launch_kernel(const device& dev, const tensor_view<T, 4>& q, const QArg& q_
   kern.key_capacity = opt.page_table ? opt.max_pages_per_seq << kern.page_shift : sk;
   kern.k_scale = opt.k_scale, kern.v_scale = opt.v_scale, kern.scale_per_head = opt.scale_per_head;
   const int items = kern.items.items();
-  kernel(kern, {.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile})(dev, q_arg, k, v, o);
-}
-
-/// q as [B, Sq Hq, D] for attention_decode_kernel's QRowsByTma, where a tile's packed rows are
-/// consecutive rows of it (one query position a sequence, or one KV head) and TMA can read it
-/// (unit stride along D, 16-byte aligned rows); else none.
-template <class T>
-std::optional<tensor_view<T, 3>> q_rows_view(const tensor_view<T, 4>& q, int max_sq, int hkv) {
-  const long long hq = q.shape[2];
-  const bool consecutive = max_sq == 1 || hkv == 1;
-  const bool sh_merge = q.shape[1] == 1 || q.stride[1] == hq * q.stride[2];  // S and H as one dimension
-  if (!consecutive || !sh_merge || q.stride[3] != 1 || (q.stride[2] * sizeof(T)) % 16 != 0 ||
-      (q.stride[0] * sizeof(T)) % 16 != 0 || reinterpret_cast<std::uintptr_t>(q.data) % 16 != 0)
-    return std::nullopt;
-  return tensor_view<T, 3>{q.data, {q.shape[0], q.shape[1] * hq, q.shape[3]}, {q.stride[0], q.stride[2], 1}, q.on_gpu};
-}
-
-template <class T, int D, int PageBoxRows = 0, class KV>
-void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<KV, 4>& k, const tensor_view<KV, 4>& v,
-            const tensor_view<T, 4>& o, int batches, int max_sq, int sq, int sk, const int* cu_q, const int* cu_k,
-            const attention_decode_options& opt) {
-  constexpr int BN = attention_decode_block<D>;
-  if constexpr (!std::is_same_v<KV, fp8_e4m3> && D <= 128) {
-    if (const auto rows = q_rows_view(q, max_sq, static_cast<int>(k.shape[2]))) {
-      launch_kernel<attention_decode_kernel<T, D, BN, PageBoxRows, KV, true>>(dev, q, *rows, k, v, o, batches, max_sq,
-                                                                              sq, sk, cu_q, cu_k, opt);
-      return;
-    }
+  const launch_config config{.grid = {items < sms ? items : sms}, .stream = opt.stream, .profile = opt.profile};
+  if constexpr (kernel_t::q_slot) {
+    // The slot's block: the tile's rows where they are consecutive, else the rows of q's first
+    // position ([B, Hq, D]), any block the compute warpgroup then gathers over.
+    const auto rows = q_rows_view(q, max_sq, hkv);
+    kern.q_rows_by_tma = rows.has_value();
+    const tensor_view<T, 3> first{q.data, {q.shape[0], q.shape[2], q.shape[3]}, {q.stride[0], q.stride[2], 1}, q.on_gpu};
+    kernel(kern, config)(dev, q, rows ? *rows : first, k, v, o);
+  } else {
+    kernel(kern, config)(dev, q, q, k, v, o);
   }
-  launch_kernel<attention_decode_kernel<T, D, BN, PageBoxRows, KV>>(dev, q, q, k, v, o, batches, max_sq, sq, sk, cu_q,
-                                                                    cu_k, opt);
 }
+
 /// A paged cache's KV blocks move in one box where a page holds a block, else in boxes of
 /// attention_page_box_rows (the shapes were checked: page sizes are powers of two >= 16).
 template <class T, int D, class KV>
