@@ -72,8 +72,11 @@ struct matmul_ws_kernel {
   static constexpr int compute_wgs = ws.compute_wgs;
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr bool promotes = k_block_scales<Epilogue>;   // scales per k-block, applied every block
-  static constexpr int KS = promotes ? 2 * BK : BK;             // K per step: promoting_k_step takes two k-blocks
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
+  // Promoting: 64 rows a warpgroup take two k-blocks a step (promoting_k_step), more rows one
+  // k-block 64 rows at a time (promoting_rows_k_step).
+  static constexpr bool promotes_by_rows = promotes && WM > 64;
+  static constexpr int KS = promotes && !promotes_by_rows ? 2 * BK : BK;  // K per step
   static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
   static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
   static_assert(!promotes || (BK == 128 && 128 % BN == 0 && BL == b_layout::col_major),
@@ -111,10 +114,10 @@ struct matmul_ws_kernel {
     const int a_row_blocks = static_cast<int>((a.shape[0] + BM - 1) / BM);
     auto slot = [&](int w) { return (w * Cluster + rank) * compute_wgs + ci; };  // this warpgroup's in worker w
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
-    // One chunk buffer per compute warpgroup where A's scales take SMEM: with bf16 output
-    // their three stages (3 KB, and 1 KB of barriers) leave 28 KB of the 32 two would take.
+    // One chunk buffer per compute warpgroup where A's scales take SMEM beside the stages.
     chunked_store_epilogue<c_view, compute_wgs, sizeof...(AScales) == 1 ? 1 : 2> c_chunks;
-    [[maybe_unused]] accumulator<WM, BN> first, second;  // promoting_k_step's products of a step's k-blocks
+    // promoting_k_step's products of a step's k-blocks, promoting_rows_k_step's of 64 rows
+    [[maybe_unused]] std::conditional_t<promotes_by_rows, accumulator<64, BN>, accumulator<WM, BN>> first, second;
     const matmul_k_step<WM, BN, BL == b_layout::col_major> step{acc, ci};
     auto tile_pipeline = [&](work_tile u) {  // u.tile: this CTA's tile
       auto context = compute_context([&, u](auto pipeline) {
@@ -146,16 +149,21 @@ struct matmul_ws_kernel {
             out_specs(), ws, max_concurrent_steps<Stages>, context);
       };
       if constexpr (promotes) {
-        const promoting_k_step<WM, BN, BK, Epilogue> k_step{acc, first, second, ci, epilogue,
-                                                            static_cast<long long>(u.tile.m) * BM + ci * WM,
-                                                            static_cast<long long>(u.tile.n) * BN, 2 * u.k_begin,
-                                                            static_cast<int>((a.shape[1] + BK - 1) / BK)};
-        if constexpr (sizeof...(AScales) == 1) {  // the scales of A's block: its rows, the step's k-blocks
-          auto a_scale_map = [m, k0 = u.k_begin](auto k) { return idx(k0 + k, m); };
-          return pipeline(k_step, spec<a_scale_tile>(a_scale_map, delay_release<delay>));
-        } else {
-          return pipeline(k_step);
-        }
+        const long long row0 = static_cast<long long>(u.tile.m) * BM + ci * WM, col0 = static_cast<long long>(u.tile.n) * BN;
+        auto with_scales = [&](auto k_step) {
+          if constexpr (sizeof...(AScales) == 1) {  // the scales of A's block: its rows, the step's k-blocks
+            auto a_scale_map = [m, k0 = u.k_begin](auto k) { return idx(k0 + k, m); };
+            return pipeline(k_step, spec<a_scale_tile>(a_scale_map, delay_release<delay>));
+          } else {
+            return pipeline(k_step);
+          }
+        };
+        if constexpr (promotes_by_rows)
+          return with_scales(promoting_rows_k_step<WM, BN, BK, Epilogue>{acc, first, ci, epilogue, row0, col0, u.k_begin});
+        else
+          return with_scales(promoting_k_step<WM, BN, BK, Epilogue>{acc, first, second, ci, epilogue, row0, col0,
+                                                                    2 * u.k_begin,
+                                                                    static_cast<int>((a.shape[1] + BK - 1) / BK)});
       } else {
         return pipeline(step);
       }

@@ -97,4 +97,41 @@ struct promoting_k_step {
   }
 };
 
+/// The k-step of block-scaled matmuls whose compute warpgroups own 128 rows or more
+/// (DeepGEMM's 256 x 128 tiles): a step is one k-block, multiplied 64 rows at a time into one
+/// partial accumulator (wgmma's M block), each 64 rows' product scaled and added to their
+/// rows of acc once it is done: the registers hold acc and 64 rows of product (128 + 64 a
+/// thread at 128 x 128), where a whole second product would not fit. The warpgroup waits
+/// for each 64 rows' wgmmas, the other compute warpgroup's keep the tensor core busy
+/// meanwhile. The step waits for all its wgmmas: its blocks are free when it returns.
+/// Scales as promoting_k_step's.
+template <int WM, int BN, int BK, k_block_scales Scales>
+struct promoting_rows_k_step {
+  static_assert(WM % 64 == 0, "tilepipe: promoting_rows_k_step: a warpgroup's rows in blocks of 64");
+  accumulator<WM, BN>& acc;
+  accumulator<64, BN>& product;  // the product of 64 rows of the step's k-block
+  int ci;
+  const Scales& scales;
+  long long row0, col0;  // this warpgroup's first row, the tile's first column
+  int k0;                // the k-block of the pipeline's first step
+
+  template <class At, class A, class B, class... AScales>
+  TP_HD void operator()(At at, A a_smem, B b_smem, AScales... a_scales) const {
+    const int kb = k0 + static_cast<int>(at[0]);
+    const float sb = scales.b_scale(col0, kb);
+#pragma unroll
+    for (int w = 0; w < WM / 64; ++w) {
+      wgmma(product, rows<64>(a_smem, ci * WM + 64 * w), transpose(b_smem), false);
+      row_vector<64> s;  // loaded under the wgmmas
+      if constexpr (sizeof...(AScales) == 1)
+        s = load_row_vector(transpose(cols<64>(rows<1>(a_scales..., 0), ci * WM + 64 * w))) * sb;
+      else s = map(full<row_vector<64>>(sb), [&](float v, int r) { return v * scales.a_scale(row0 + 64 * w + r, kb); });
+      wgmma_wait<0>(product);
+      auto& rows_w = row_block(acc, w);
+      rows_w = zip(rows_w, broadcast_rows(product, s, [](float p, float f) { return p * f; }),
+                   [](float a, float p) { return a + p; });
+    }
+  }
+};
+
 }  // namespace tilepipe

@@ -20,13 +20,13 @@
 //
 // It is tp::matmul's kernel (matmul_ws_kernel) with fp8 operands and 128-wide k-steps: the
 // per-tensor and row-wise scales apply in its epilogue; block scales apply at every k-block,
-// where promoting_k_step adds each block's product, scaled, to the f32 accumulator in registers
-// (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh). Block scales of
-// A stored M-major (M contiguous: [ceil(K/128), M] with 16-byte aligned rows, as DeepGEMM and
-// torch._scaled_mm's block-wise mode keep them; tp::m_major_scales) are loaded by the memory
-// warpgroup with TMA into each stage beside A's and B's blocks (with_a_scales), and the k-step
-// reads them from SMEM; scales of other strides are read from global memory by the compute
-// warpgroups, on the k-loop's critical path (slower). B's scale, one per k-block for a
+// where promoting_rows_k_step adds each block's product, scaled, to the f32 accumulator in
+// registers (the tensor core's fp8 sums keep about 14 bits; kernels/matmul_k_step.cuh). Block
+// scales of A stored M-major (M contiguous: [ceil(K/128), M] with 16-byte aligned rows, as
+// DeepGEMM and torch._scaled_mm's block-wise mode keep them; tp::m_major_scales) are loaded by
+// the memory warpgroup with TMA into each stage beside A's and B's blocks (with_a_scales), and
+// the k-step reads them from SMEM; scales of other strides are read from global memory by the
+// compute warpgroups, on the k-loop's critical path (slower). B's scale, one per k-block for a
 // tile, is read from global memory either way. The other modes
 // promote too with scaled_matmul_options::promote (the precision of torch._scaled_mm's
 // default), or leave the whole K to the tensor core's accumulator (faster; the default).
@@ -69,6 +69,7 @@ struct scale_matrix {
 template <fp8_scaling Mode, class Then, bool Promote = Mode == fp8_scaling::block>
 struct scale_epilogue {
   static_assert(Promote || Mode != fp8_scaling::block, "tilepipe: block scales are applied by promotion");
+  static constexpr fp8_scaling mode = Mode;
   scale_matrix a, b;
   Then then;
 
@@ -99,16 +100,21 @@ struct scale_epilogue {
 };
 
 /// The kernels tp::scaled_matmul launches: 128 x 256 tiles for scales in the epilogue (as
-/// tp::matmul), 128 x 128 where the sums are promoted (a tile's columns in one block of B's
-/// scales, and room for the two partial accumulators: 64 + 2 x 64 registers a thread).
-/// 128-wide k-blocks, one a step (two when promoted), as many stages as SMEM holds beside the
-/// epilogue's buffers (4 x 48 KB, 3 x 64 KB; one fewer for f32 output, whose buffers are twice
-/// as large).
+/// tp::matmul); where the sums are promoted, a tile's columns lie in one block of B's scales
+/// (128) and the registers hold the partial products: 128 x 128 tiles with two k-blocks a step
+/// (64 + 2 x 64 registers a thread) for per-tensor and row-wise scales, 256 x 128 tiles with
+/// one k-block a step promoted 64 rows at a time (128 + 64) for block scales, which read B
+/// once for twice the rows (6-10% faster than 128 x 128 on an H200, docs/benchmarks.md; the
+/// scale-free promoted modes ran slower at 256 x 128). 128-wide k-blocks, as many stages as
+/// SMEM holds beside the epilogue's buffers (4 x 48 KB, 3 x 64 KB, 4 x 48 KB; one fewer for
+/// f32 output, whose buffers are twice as large).
 template <class TA, class TB, class TC, class Epilogue>
 using scaled_matmul_kernel = std::conditional_t<
-    k_block_scales<Epilogue>,
-    matmul_ws_kernel<TA, TC, 128, 128, sizeof(TC) == 4 ? 2 : 3, b_layout::col_major, Epilogue, 128, 1, TB>,
-    matmul_ws_kernel<TA, TC, 128, 256, sizeof(TC) == 4 ? 3 : 4, b_layout::col_major, Epilogue, 128, 1, TB>>;
+    !k_block_scales<Epilogue>,
+    matmul_ws_kernel<TA, TC, 128, 256, sizeof(TC) == 4 ? 3 : 4, b_layout::col_major, Epilogue, 128, 1, TB>,
+    std::conditional_t<Epilogue::mode == fp8_scaling::block,
+                       matmul_ws_kernel<TA, TC, 256, 128, sizeof(TC) == 4 ? 3 : 4, b_layout::col_major, Epilogue, 128, 1, TB>,
+                       matmul_ws_kernel<TA, TC, 128, 128, sizeof(TC) == 4 ? 2 : 3, b_layout::col_major, Epilogue, 128, 1, TB>>>;
 
 struct scaled_matmul_options {
   const void* bias = nullptr;  // optional [N] vector of c's element type, added after the scales
@@ -201,11 +207,11 @@ void scaled_matmul(const device& dev, const tensor_view<TA, 2>& a, const tensor_
       scaled_matmul_detail::launch<scaled_matmul_kernel<TA, TB, TC, decltype(epi)>>(dev, a, b, c, epi, opt.stream);
     };
     constexpr auto tensor = fp8_scaling::per_tensor, rows = fp8_scaling::row_wise, blocks = fp8_scaling::block;
+    using block_kernel_t = scaled_matmul_kernel<TA, TB, TC, scale_epilogue<blocks, then_t>>;
+    const scale_epilogue<blocks, then_t> block_epilogue{sa, sb, then};
     if (scaling == blocks && tma_a_scales) {
-      using epilogue_t = scale_epilogue<blocks, then_t>;
-      scaled_matmul_detail::launch<with_a_scales<scaled_matmul_kernel<TA, TB, TC, epilogue_t>>>(
-          dev, a, b, c, epilogue_t{sa, sb, then}, opt.stream, *tma_a_scales);
-    } else if (scaling == blocks) launch(scale_epilogue<blocks, then_t>{sa, sb, then});
+      scaled_matmul_detail::launch<with_a_scales<block_kernel_t>>(dev, a, b, c, block_epilogue, opt.stream, *tma_a_scales);
+    } else if (scaling == blocks) launch(block_epilogue);
     else if (scaling == tensor && opt.promote) launch(scale_epilogue<tensor, then_t, true>{sa, sb, then});
     else if (scaling == tensor) launch(scale_epilogue<tensor, then_t>{sa, sb, then});
     else if (opt.promote) launch(scale_epilogue<rows, then_t, true>{sa, sb, then});

@@ -74,6 +74,13 @@ struct fragment {
 template <int M, int N>
 using accumulator = fragment<float, M, N>;
 
+/// Rows 64 b .. 64 b + 63 of x as a 64-row fragment (a reference into x): wgmma's M blocks
+/// are laid out alike in both backends, a 64-row block of a taller fragment as a 64-row one.
+template <class T, int M, int N>
+TP_HD TP_FORCEINLINE fragment<T, 64, N>& row_block(fragment<T, M, N>& x, int b) {
+  return *reinterpret_cast<fragment<T, 64, N>*>(&x.block(b)[0]);
+}
+
 // ---- construction and elementwise math ---------------------------------------------------
 
 template <class T, int M, int N>
