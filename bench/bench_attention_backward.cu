@@ -14,7 +14,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
@@ -27,16 +26,9 @@ struct config {
 };
 
 std::vector<config> read_shapes(const char* path, int only) {
-  std::ifstream in(path);
-  if (!in) tp::detail::throw_formatted("bench_attention_backward: cannot read %s", path);
-  std::vector<config> out;
-  for (std::string line; std::getline(in, line) && (only <= 0 || static_cast<int>(out.size()) < only);) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream ls(line);
-    config c;
-    if (ls >> c.b >> c.sq >> c.sk >> c.hq >> c.hkv >> c.d >> c.causal >> c.dtype) out.push_back(c);
-  }
-  return out;
+  return bench::read_rows<config>(path, "bench_attention_backward", [](std::istream& f, config& c) {
+    return static_cast<bool>(f >> c.b >> c.sq >> c.sk >> c.hq >> c.hkv >> c.d >> c.causal >> c.dtype);
+  }, only);
 }
 
 template <class T>

@@ -15,8 +15,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace {
 
@@ -27,19 +25,11 @@ struct config {
 };
 
 std::vector<config> read_decode_rows(const char* path) {
-  std::ifstream in(path);
-  if (!in) tp::detail::throw_formatted("bench_attention_decode: cannot read %s", path);
-  std::vector<config> out;
-  for (std::string line; std::getline(in, line);) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream ls(line);
-    config c;
+  return bench::read_rows<config>(path, "bench_attention_decode", [](std::istream& f, config& c) {
     int causal;
     std::string dtype;
-    if (ls >> c.b >> c.sq >> c.sk >> c.hq >> c.hkv >> c.d >> causal >> dtype && c.sq <= 16 && (c.d == 64 || c.d == 128))
-      out.push_back(c);
-  }
-  return out;
+    return f >> c.b >> c.sq >> c.sk >> c.hq >> c.hkv >> c.d >> causal >> dtype && c.sq <= 16 && (c.d == 64 || c.d == 128);
+  });
 }
 
 /// The decode kernel's launch for head dim D: unpaged, or pages of `page` keys.

@@ -18,9 +18,7 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <sstream>
 
 namespace {
 
@@ -31,16 +29,9 @@ struct config {
 };
 
 std::vector<config> read_shapes(const char* path) {
-  std::ifstream in(path);
-  if (!in) tp::detail::throw_formatted("bench_grouped_matmul: cannot read %s", path);
-  std::vector<config> out;
-  for (std::string line; std::getline(in, line);) {
-    line = line.substr(0, line.find('#'));
-    std::istringstream ls(line);
-    config c;
-    if (ls >> c.groups >> c.rows >> c.k >> c.n >> c.routing >> c.layout >> c.dtype) out.push_back(c);
-  }
-  return out;
+  return bench::read_rows<config>(path, "bench_grouped_matmul", [](std::istream& f, config& c) {
+    return static_cast<bool>(f >> c.groups >> c.rows >> c.k >> c.n >> c.routing >> c.layout >> c.dtype);
+  });
 }
 
 constexpr long long pool_size = 1 << 22;  // random values the inputs repeat

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -44,6 +46,21 @@ tp::tensor<T, R> random_tensor(const tp::device& dev, std::array<long long, R> s
     });
   for (auto& t : pool) t.join();
   return tp::tensor<T, R>::from_host(dev, shape, h);
+}
+
+/// The rows of a shapes file: parse(fields, row) reads each line's fields (`# ...` comments
+/// removed) into a Row and says whether the line is one; at most `only` rows (0: all).
+template <class Row, class Parse>
+std::vector<Row> read_rows(const char* path, const char* who, Parse&& parse, int only = 0) {
+  std::ifstream in(path);
+  if (!in) tp::detail::throw_formatted("%s: cannot read %s", who, path);
+  std::vector<Row> out;
+  for (std::string line; std::getline(in, line) && (only <= 0 || static_cast<int>(out.size()) < only);) {
+    std::istringstream fields(line.substr(0, line.find('#')));
+    Row r;
+    if (parse(fields, r)) out.push_back(r);
+  }
+  return out;
 }
 
 /// A page table for a paged KV cache of num_pages pages (0: a one-entry table nobody reads):
