@@ -12,6 +12,7 @@ FLOPs = 4*b*hq*sq*sk*d, halved when causal (the FlashAttention convention, also 
 Timing: CUDA events around batches of 10 calls, 3 warm-up batches, median of 15, the calls rotating
 through input sets of more than 200 MB in all; the same batch is also replayed as a CUDA graph where
 capture works (launch overhead removed). median_ms is the faster of the two ("timing" says which).
+--layout restricts the inputs to one of the two layouts (default: the first a backend accepts).
 Check: batch 0, head 0, the last query rows (at most 64M scores) against a float32 reference.
 """
 import argparse, datetime, json, math, sys, warnings
@@ -68,11 +69,14 @@ def time_graph(call, args):
     return ms
 
 
-def run_backend(name, backend, c, sets):
+def run_backend(name, backend, c, sets, layout="auto"):
     row = dict(impl=name, **c)
     group = c["hq"] // c["hkv"]
     variants = ([("bshd", "native"), ("bhsd", "native"), ("bshd", "repeat"), ("bhsd", "repeat")] if group > 1
                 else [("bshd", None), ("bhsd", None)])
+    if layout != "auto":
+        variants = [x for x in variants if x[0] == layout]
+        row["layout"] = layout
     rejected = []
     for layout, gqa in variants:
         kw = {"is_causal": bool(c["causal"])} | ({"enable_gqa": True} if gqa == "native" else {})
@@ -126,6 +130,8 @@ def main():
     ap.add_argument("--shapes", default="bench/attention_shapes.txt")
     ap.add_argument("--json", required=True)
     ap.add_argument("--only", type=int, default=0, help="first N configurations only")
+    ap.add_argument("--layout", choices=["auto", "bshd", "bhsd"], default="auto",
+                    help="bshd: [B,S,H,D] transposed views only; bhsd: contiguous [B,H,S,D] only; auto: the first accepted")
     a = ap.parse_args()
     cfgs = read_shapes(a.shapes, a.only)
     if not torch.cuda.is_available():
@@ -149,7 +155,7 @@ def main():
                 row = dict(impl=name, **c, error=err)
             else:
                 try:
-                    row = run_backend(name, backend, c, sets)
+                    row = run_backend(name, backend, c, sets, a.layout)
                 except Exception as e:  # last resort: never lose the other configurations
                     row = dict(impl=name, **c, error=first_line(e))
                 row["input_sets"] = n

@@ -1,11 +1,17 @@
-// The decode kernel alone (kernels/attention_decode.cuh), bf16 at head dims 64 and 128, on the
-// decode rows (sq <= 16) of a shapes file, unpaged and with pages of 16 keys: for A/B runs of
+// The decode kernel alone (kernels/attention_decode.cuh), bf16 queries at head dims 64 and 128, on the
+// decode rows (sq <= 16) of a shapes file, unpaged and paged (--pages): for A/B runs of
 // decode changes. It builds in a minute where bench_attention (every attention kernel) takes
 // ten. Per row: milliseconds and K + V bytes per second, eager (batches of 10 calls between
 // CUDA events) and replayed from a CUDA graph (no host work between launches), and the host's
 // microseconds per call; first the device-to-device copy rate (bytes read and written).
-//   bench_attention_decode [shapes file] [--splits N]     (default bench/attention_decode_shapes.txt)
+//   bench_attention_decode [shapes file] [--splits N] [--layout bshd|bhsd|both] [--pages 0,16,...]
+//                          [--kv-dtype bf16|e4m3|both]   (default bench/attention_decode_shapes.txt)
 // --splits: attention_options::num_splits (0, the default: the kernel's choice).
+// --layout: unpaged K and V as [B, Sk, Hkv, D] (bshd, the default) or stored [B, Hkv, Sk, D]
+// and passed as [B, Sk, Hkv, D] views (bhsd: each head's keys contiguous), or both.
+// --pages 0,16,...: unpaged (0) and paged runs, pages of that many keys (default 0,16).
+// --kv-dtype bf16|e4m3|both: K and V in bf16 (the default) or fp8 e4m3 with a scale per KV
+// head (rows marked fp8; their K+V bytes are e4m3's), or both.
 // Built with TILEPIPE_PROFILE (bench_attention_decode_on) it prints each row's profile summary
 // (bench/profile_summary.hpp: where each warpgroup's time went) instead.
 #include <tilepipe/kernels/attention.cuh>
@@ -15,6 +21,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -33,13 +40,13 @@ std::vector<config> read_decode_rows(const char* path) {
 }
 
 /// The decode kernel's launch for head dim D: unpaged, or pages of `page` keys.
-template <int D>
-void launch_decode(const tp::device& dev, const tp::tensor<T, 4>& q, const tp::tensor<T, 4>& k, const tp::tensor<T, 4>& v,
-            const tp::tensor<T, 4>& o, const config& c, int page, const tp::attention_decode_options& opt) {
+template <int D, class KV>
+void launch_decode(const tp::device& dev, const tp::tensor<T, 4>& q, const tp::tensor_view<KV, 4>& k,
+                   const tp::tensor_view<KV, 4>& v, const tp::tensor<T, 4>& o, const config& c, int page, const tp::attention_decode_options& opt) {
   using namespace tp::attention_decode_detail;
   const int b = static_cast<int>(c.b), sq = static_cast<int>(c.sq);
-  if (page == 0) launch<T, D, 0, T>(dev, q, k, v, o, b, sq, sq, static_cast<int>(c.sk), nullptr, nullptr, opt);
-  else launch_paged<T, D, T>(dev, q, k, v, o, b, sq, sq, nullptr, opt);
+  if (page == 0) launch<T, D, 0, KV>(dev, q, k, v, o, b, sq, sq, static_cast<int>(c.sk), nullptr, nullptr, opt);
+  else launch_paged<T, D, KV>(dev, q, k, v, o, b, sq, sq, nullptr, opt);
 }
 
 void copy_rate() {
@@ -57,19 +64,31 @@ void copy_rate() {
   TP_CUDA_CHECK(cudaFree(b));
 }
 
-void run(const tp::device& dev, const config& c, int page, int splits) {
+template <class KV>
+void run(const tp::device& dev, const config& c, int page, int splits, bool heads_outer) {
   const long long pages_per_seq = page ? (c.sk + page - 1) / page : 0, num_pages = c.b * pages_per_seq;
   const long long kv_rows = page ? num_pages * page : c.b * c.sk;
-  const long long set_bytes = (2 * c.b * c.sq * c.hq + 2 * kv_rows * c.hkv) * c.d * 2;
+  const long long set_bytes = (2 * c.b * c.sq * c.hq * 2 + 2 * kv_rows * c.hkv * static_cast<long long>(sizeof(KV))) * c.d;
   const int sets = static_cast<int>(std::min<long long>(8, std::max<long long>(1, (200LL << 20) / set_bytes + 1)));
-  const std::array<long long, 4> kv_shape = page ? std::array<long long, 4>{num_pages, page, c.hkv, c.d}
-                                                 : std::array<long long, 4>{c.b, c.sk, c.hkv, c.d};
-  std::vector<tp::tensor<T, 4>> q, k, v, o;
+  const std::array<long long, 4> kv_shape = page         ? std::array<long long, 4>{num_pages, page, c.hkv, c.d}
+                                            : heads_outer ? std::array<long long, 4>{c.b, c.hkv, c.sk, c.d}
+                                                          : std::array<long long, 4>{c.b, c.sk, c.hkv, c.d};
+  std::vector<tp::tensor<T, 4>> q, o;
+  std::vector<tp::tensor<KV, 4>> k, v;
+  std::vector<tp::tensor_view<KV, 4>> k_view, v_view;
+  // [B, Hkv, Sk, D] storage seen as [B, Sk, Hkv, D] (dimensions 1 and 2 swapped).
+  auto as_bshd = [&](const tp::tensor<KV, 4>& t) {
+    tp::tensor_view<KV, 4> w = t.view();
+    if (heads_outer) std::swap(w.shape[1], w.shape[2]), std::swap(w.stride[1], w.stride[2]);
+    return w;
+  };
   for (int s = 0; s < sets; ++s) {
     q.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 4 * s));
-    k.push_back(bench::random_tensor<T, 4>(dev, kv_shape, 4 * s + 1));
-    v.push_back(bench::random_tensor<T, 4>(dev, kv_shape, 4 * s + 2));
+    k.push_back(bench::random_tensor<KV, 4>(dev, kv_shape, 4 * s + 1));
+    v.push_back(bench::random_tensor<KV, 4>(dev, kv_shape, 4 * s + 2));
     o.push_back(tp::tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}));
+    k_view.push_back(as_bshd(k.back()));
+    v_view.push_back(as_bshd(v.back()));
   }
   // Every sequence uses all sk keys.
   const auto table = bench::shuffled_page_table(dev, num_pages);
@@ -81,13 +100,15 @@ void run(const tp::device& dev, const config& c, int page, int splits) {
   opt.num_splits = splits;
   opt.partials = partials.ref();
   if (page) opt.seqused_k = used.data(), opt.page_table = table.data(), opt.max_pages_per_seq = static_cast<int>(pages_per_seq);
+  const auto kv_scales = tp::tensor<float, 1>::from_host(dev, {c.hkv}, std::vector<float>(c.hkv, 1.0f / 64));
+  if constexpr (sizeof(KV) == 1) opt.k_scale = kv_scales.data(), opt.v_scale = kv_scales.data(), opt.scale_per_head = true;
   auto call = [&](int s) {
-    if (c.d == 64) launch_decode<64>(dev, q[s], k[s], v[s], o[s], c, page, opt);
-    else launch_decode<128>(dev, q[s], k[s], v[s], o[s], c, page, opt);
+    if (c.d == 64) launch_decode<64, KV>(dev, q[s], k_view[s], v_view[s], o[s], c, page, opt);
+    else launch_decode<128, KV>(dev, q[s], k_view[s], v_view[s], o[s], c, page, opt);
   };
   char name[160];
-  std::snprintf(name, sizeof name, "b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld page=%d", c.b, c.sq, c.sk, c.hq, c.hkv,
-                c.d, page);
+  std::snprintf(name, sizeof name, "b=%lld sq=%lld sk=%lld hq=%lld hkv=%lld d=%lld page=%d%s%s", c.b, c.sq, c.sk, c.hq,
+                c.hkv, c.d, page, heads_outer ? " bhsd" : "", sizeof(KV) == 1 ? " fp8" : "");
   if (tp::profiling) {
     tp::profiler prof(dev, 1 << 15);
     opt.profile = &prof;
@@ -120,7 +141,7 @@ void run(const tp::device& dev, const config& c, int page, int splits) {
   TP_CUDA_CHECK(cudaGraphExecDestroy(exec));
   TP_CUDA_CHECK(cudaGraphDestroy(graph));
   TP_CUDA_CHECK(cudaStreamDestroy(side));
-  const double bytes = 2.0 * c.b * c.sk * c.hkv * c.d * 2;
+  const double bytes = 2.0 * c.b * c.sk * c.hkv * c.d * static_cast<double>(sizeof(KV));
   std::printf("%s: %.4f ms  K+V %.0f GB/s  graph %.4f ms %.0f GB/s  host %.1f us/call\n", name, eager,
               bytes / (eager * 1e-3) / 1e9, graphed, bytes / (graphed * 1e-3) / 1e9, host_us);
   std::fflush(stdout);
@@ -131,9 +152,33 @@ void run(const tp::device& dev, const config& c, int page, int splits) {
 int main(int argc, char** argv) {
   const char* shapes = "bench/attention_decode_shapes.txt";
   int splits = 0;
+  std::string layout = "bshd", kv_dtype = "bf16";
+  std::vector<int> pages = {0, 16};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) splits = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
+    else if (!std::strcmp(argv[i], "--kv-dtype") && i + 1 < argc) kv_dtype = argv[++i];
+    else if (!std::strcmp(argv[i], "--pages") && i + 1 < argc) {
+      pages.clear();
+      for (const char* c = argv[++i]; *c;) {
+        char* end = nullptr;
+        pages.push_back(static_cast<int>(std::strtol(c, &end, 10)));
+        if (end == c || pages.back() < 0 || (pages.back() && pages.back() < 16) || (pages.back() & (pages.back() - 1))) {
+          std::fprintf(stderr, "bench_attention_decode: --pages takes 0 and powers of two >= 16, comma-separated\n");
+          return 2;
+        }
+        c = end + (*end == ',');
+      }
+    }
     else shapes = argv[i];
+  }
+  if (layout != "bshd" && layout != "bhsd" && layout != "both") {
+    std::fprintf(stderr, "bench_attention_decode: --layout is bshd, bhsd or both, not %s\n", layout.c_str());
+    return 2;
+  }
+  if (kv_dtype != "bf16" && kv_dtype != "e4m3" && kv_dtype != "both") {
+    std::fprintf(stderr, "bench_attention_decode: --kv-dtype is bf16, e4m3 or both, not %s\n", kv_dtype.c_str());
+    return 2;
   }
   const auto dev = tp::device::open();
   if (!dev.is_gpu()) {
@@ -142,6 +187,14 @@ int main(int argc, char** argv) {
   }
   copy_rate();
   for (const config& c : read_decode_rows(shapes))
-    for (int page : {0, 16}) run(dev, c, page, splits);
+    for (bool fp8 : {false, true}) {
+      if (fp8 ? kv_dtype == "bf16" : kv_dtype == "e4m3") continue;
+      for (int page : pages)
+        for (bool heads_outer : {false, true}) {
+          if (heads_outer ? layout == "bshd" || page : layout == "bhsd" && !page) continue;
+          if (fp8) run<tp::fp8_e4m3>(dev, c, page, splits, heads_outer);
+          else run<T>(dev, c, page, splits, heads_outer);
+        }
+    }
   return 0;
 }

@@ -276,6 +276,21 @@ TEST(AttentionDecode, QueryRowsByTmaOrGathered) {
   }
 }
 
+// K and V's tensor maps promote each request to a box row's bytes (64 to 256), not the
+// default 256: a bf16 block at head dim 128 moves as two 128-byte columns of each key's row,
+// which promoted to 256 bytes read HBM 8-12% slower (docs/design.md, "L2 promotion").
+TEST(AttentionDecode, KvRequestsPromotedToABoxRow) {
+  using tp::fp8_e4m3;
+  static_assert(tp::attention_decode_kernel<tp::bf16, 128>::kv_tile::l2_promotion_bytes == 128);
+  static_assert(tp::attention_decode_kernel<tp::bf16, 64>::kv_tile::l2_promotion_bytes == 128);
+  static_assert(tp::attention_decode_kernel<tp::bf16, 256, 64>::kv_tile::l2_promotion_bytes == 128);
+  static_assert(tp::attention_decode_kernel<tp::bf16, 128, 128, 16>::kv_tile::l2_promotion_bytes == 128);
+  static_assert(tp::attention_decode_kernel<tp::bf16, 64, 128, 0, fp8_e4m3>::kv_tile::l2_promotion_bytes == 64);
+  static_assert(tp::attention_decode_kernel<tp::bf16, 128, 128, 0, fp8_e4m3>::kv_tile::l2_promotion_bytes == 128);
+  static_assert(tp::attention_decode_kernel<tp::bf16, 256, 64, 0, fp8_e4m3>::kv_tile::l2_promotion_bytes == 256);
+  SUCCEED();
+}
+
 // Whichever split of a tile arrives last combines, in split order: shuffled CTA orders
 // (in the interpreter; other splits then arrive last) and copy orders give the same bytes,
 // and so does a second launch on the same workspace (the counters were cleared).

@@ -56,3 +56,17 @@ TEST(Layout, TmaPlanSplitsPanelsAndRows) {
   static_assert(R::boxes == 1 && R::box(0) == 64 && R::box(1) == 8 && R::box(2) == 1);
   SUCCEED();
 }
+
+// The tile's L2 promotion reaches the tensor map (default 256 bytes: what every TMA load had
+// before the option).
+TEST(Layout, L2PromotionIsTheTilesChoice) {
+  std::vector<float> data(64 * 64);
+  const auto view = tp::tensor_view<float, 2>::wrap(data.data(), {64, 64}, false);
+  using plain = tp::tile<tp::block<32, 32>>;
+  using promoted_128 = tp::tile<tp::block<32, 32>, tp::l2_promotion<128>, tp::swizzle<128>>;
+  using unpromoted = tp::tile<tp::block<32, 32>, tp::l2_promotion<0>>;
+  EXPECT_EQ(tp::host::make_tensor_map<plain>(view, false, "plain").l2_promotion, 256);
+  EXPECT_EQ(tp::host::make_tensor_map<promoted_128>(view, false, "promoted").l2_promotion, 128);
+  EXPECT_EQ(tp::host::make_tensor_map<unpromoted>(view, false, "unpromoted").l2_promotion, 0);
+  static_assert(promoted_128::swizzle_bytes == 128, "the other transforms still apply");
+}

@@ -45,6 +45,17 @@ struct oob_fill {
   static constexpr oob value = Fill;
 };
 
+/// How far the L2 rounds up each TMA request from HBM (the tensor map's L2 promotion): 0
+/// (none), 64, 128 or 256 bytes (the default). A stream read once with 128-byte box rows of a
+/// wider row (a 64-column panel of a 128-column head) reads HBM faster with 128 than with 256:
+/// docs/design.md, "L2 promotion".
+template <int Bytes>
+struct l2_promotion {
+  static_assert(Bytes == 0 || Bytes == 64 || Bytes == 128 || Bytes == 256,
+                "tilepipe: l2_promotion takes 0 (none), 64, 128 or 256 bytes");
+  static constexpr int value = Bytes;
+};
+
 namespace detail {
 template <class T>
 inline constexpr bool is_swizzle_v = false;
@@ -58,6 +69,10 @@ template <class T>
 inline constexpr bool is_oob_fill_v = false;
 template <oob F>
 inline constexpr bool is_oob_fill_v<oob_fill<F>> = true;
+template <class T>
+inline constexpr bool is_l2_promotion_v = false;
+template <int B>
+inline constexpr bool is_l2_promotion_v<l2_promotion<B>> = true;
 
 /// The first of Ts that satisfies Is, else Default.
 template <template <class> class Is, class Default, class... Ts>
@@ -74,20 +89,26 @@ template <class T>
 struct box_rows_kind : std::bool_constant<is_box_rows_v<T>> {};
 template <class T>
 struct oob_fill_kind : std::bool_constant<is_oob_fill_v<T>> {};
+template <class T>
+struct l2_promotion_kind : std::bool_constant<is_l2_promotion_v<T>> {};
 }  // namespace detail
 
 /// The static part of a block spec: block shape plus memory transforms, in any order:
-/// swizzle<S> (default none), box_rows<R> (default 256), oob_fill<oob::nan> (default zeros).
+/// swizzle<S> (default none), box_rows<R> (default 256), oob_fill<oob::nan> (default zeros),
+/// l2_promotion<B> (default 256 bytes).
 template <class Block, class... Transforms>
 struct tile {
   static_assert(is_block_v<Block>, "tilepipe: tile<B, S> takes a tp::block<...> shape first");
   static_assert(((detail::is_swizzle_v<Transforms> || detail::is_box_rows_v<Transforms> ||
-                  detail::is_oob_fill_v<Transforms>) && ...),
-                "tilepipe: a tile's transforms are tp::swizzle<S>, tp::box_rows<R> and tp::oob_fill<F>");
+                  detail::is_oob_fill_v<Transforms> || detail::is_l2_promotion_v<Transforms>) && ...),
+                "tilepipe: a tile's transforms are tp::swizzle<S>, tp::box_rows<R>, tp::oob_fill<F> and "
+                "tp::l2_promotion<B>");
   using block_type = Block;
   static constexpr int swizzle_bytes = detail::first_of<detail::swizzle_kind, swizzle<0>, Transforms...>::type::bytes;
   static constexpr int max_box_rows = detail::first_of<detail::box_rows_kind, box_rows<256>, Transforms...>::type::value;
   static constexpr oob oob_fill_mode = detail::first_of<detail::oob_fill_kind, oob_fill<oob::zero>, Transforms...>::type::value;
+  static constexpr int l2_promotion_bytes =
+      detail::first_of<detail::l2_promotion_kind, l2_promotion<256>, Transforms...>::type::value;
   static_assert(Block::dims[Block::rank - 1].kind != dim_kind::squeezed,
                 "tilepipe: the innermost block dimension cannot be squeezed (TMA moves rows of at least 16 bytes)");
 };

@@ -39,6 +39,7 @@ struct tma_desc {
   long long stride_bytes[max_tma_rank] = {};  // stride_bytes[0] == elem_bytes
   int box[max_tma_rank] = {};
   bool oob_nan = false;            // loads fill out-of-bounds elements with NaN, not zeros
+  int l2_promotion = 256;          // bytes the L2 rounds each request from HBM up to (0: none)
 };
 
 /// How one tile is moved: the TMA box and how many boxes (panels x row chunks) make it.

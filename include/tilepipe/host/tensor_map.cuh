@@ -72,6 +72,7 @@ tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what)
   d.elem_bytes = e;
   d.swizzle = Tile::swizzle_bytes;
   d.oob_nan = Tile::oob_fill_mode == oob::nan;
+  d.l2_promotion = Tile::l2_promotion_bytes;
   static_assert(Tile::oob_fill_mode == oob::zero || std::is_same_v<T, f32> || std::is_same_v<T, bf16> ||
                     std::is_same_v<T, f16>,
                 "tilepipe: oob_fill<oob::nan> needs f32, bf16 or f16 elements (TMA fills NaN for those types only)");
@@ -117,9 +118,13 @@ tma_desc make_tensor_map(const tensor_view<T, R>& t, bool gpu, const char* what)
                      : Tile::swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                      : Tile::swizzle_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
                                                  : CU_TENSOR_MAP_SWIZZLE_NONE;
+    const auto promotion = d.l2_promotion == 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                           : d.l2_promotion == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                           : d.l2_promotion == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                                                   : CU_TENSOR_MAP_L2_PROMOTION_NONE;
     const CUresult r = encode_tiled()(&d.map, static_cast<CUtensorMapDataType>(dtype_traits<T>::tma), R,
                                       const_cast<void*>(static_cast<const void*>(t.data)), dims, strides, box, estr,
-                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swz, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                      CU_TENSOR_MAP_INTERLEAVE_NONE, swz, promotion,
                                       d.oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
                                                 : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS)

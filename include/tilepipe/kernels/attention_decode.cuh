@@ -121,8 +121,13 @@ struct attention_decode_kernel {
   // fp8 blocks land unswizzled: only the conversion reads them, with ordinary loads of 8
   // contiguous bytes per thread, which no swizzle would make faster.
   using kv_swizzle = std::conditional_t<fp8_kv, swizzle<0>, swizzle<128>>;
-  using kv_tile = std::conditional_t<paged && PageBoxRows < BN, tile<kv_block, kv_swizzle, box_rows<PageBoxRows>>,
-                                     tile<kv_block, kv_swizzle>>;
+  // L2 promotion to a box row's bytes, not 256: K and V are read once, in box rows of 64 to
+  // 256 bytes of a [.., Hkv, D] row; promoted to 256 bytes HBM delivered 8-12% less (docs/design.md).
+  static constexpr int kv_box_row_bytes = tile_layout<tile<kv_block, kv_swizzle>, sizeof(KV)>::row_bytes;
+  using kv_promotion = l2_promotion<kv_box_row_bytes < 256 ? kv_box_row_bytes : 256>;
+  using kv_tile = std::conditional_t<paged && PageBoxRows < BN,
+                                     tile<kv_block, kv_swizzle, box_rows<PageBoxRows>, kv_promotion>,
+                                     tile<kv_block, kv_swizzle, kv_promotion>>;
   using q_view = smem<T, tile<block<BM, D>, swizzle<128>>>;
   // Q's rows in a slot of the pipeline (16-bit K and V, head dims 64 and 128), a block of q
   // seen as [B, Sq Hq, D] (a box from any row: an element offset) fetched once per item. Where
