@@ -145,11 +145,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--kv-dtype")) kv_dtype = argv[i + 1];
     else if (!std::strcmp(argv[i], "--trace-dir")) trace_dir = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--pages")) {
-      pages.clear();
-      std::istringstream list(argv[i + 1]);
-      for (std::string p; std::getline(list, p, ',');) pages.push_back(std::atoi(p.c_str()));
-    }
+    else if (!std::strcmp(argv[i], "--pages")) pages = bench::parse_page_sizes(argv[i + 1], "bench_attention");
   }
   const auto dev = tp::device::open();
   if (!dev.is_gpu()) {

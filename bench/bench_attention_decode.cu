@@ -158,18 +158,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--splits") && i + 1 < argc) splits = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--layout") && i + 1 < argc) layout = argv[++i];
     else if (!std::strcmp(argv[i], "--kv-dtype") && i + 1 < argc) kv_dtype = argv[++i];
-    else if (!std::strcmp(argv[i], "--pages") && i + 1 < argc) {
-      pages.clear();
-      for (const char* c = argv[++i]; *c;) {
-        char* end = nullptr;
-        pages.push_back(static_cast<int>(std::strtol(c, &end, 10)));
-        if (end == c || pages.back() < 0 || (pages.back() && pages.back() < 16) || (pages.back() & (pages.back() - 1))) {
-          std::fprintf(stderr, "bench_attention_decode: --pages takes 0 and powers of two >= 16, comma-separated\n");
-          return 2;
-        }
-        c = end + (*end == ',');
-      }
-    }
+    else if (!std::strcmp(argv[i], "--pages") && i + 1 < argc) pages = bench::parse_page_sizes(argv[++i], "bench_attention_decode");
     else shapes = argv[i];
   }
   if (layout != "bshd" && layout != "bhsd" && layout != "both") {
@@ -186,15 +175,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   copy_rate();
+  // The layouts of unpaged K and V to run (a paged cache has its own).
+  const bool seq_major = layout != "bhsd", heads_major = layout != "bshd";
+  auto run_layouts = [&](auto kv, const config& c, int page) {
+    using KV = decltype(kv);
+    if (page || seq_major) run<KV>(dev, c, page, splits, false);
+    if (!page && heads_major) run<KV>(dev, c, page, splits, true);
+  };
   for (const config& c : read_decode_rows(shapes))
-    for (bool fp8 : {false, true}) {
-      if (fp8 ? kv_dtype == "bf16" : kv_dtype == "e4m3") continue;
-      for (int page : pages)
-        for (bool heads_outer : {false, true}) {
-          if (heads_outer ? layout == "bshd" || page : layout == "bhsd" && !page) continue;
-          if (fp8) run<tp::fp8_e4m3>(dev, c, page, splits, heads_outer);
-          else run<T>(dev, c, page, splits, heads_outer);
-        }
+    for (int page : pages) {
+      if (kv_dtype != "e4m3") run_layouts(T{}, c, page);
+      if (kv_dtype != "bf16") run_layouts(tp::fp8_e4m3{}, c, page);
     }
   return 0;
 }

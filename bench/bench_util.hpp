@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <random>
@@ -61,6 +62,21 @@ std::vector<Row> read_rows(const char* path, const char* who, Parse&& parse, int
     if (parse(fields, r)) out.push_back(r);
   }
   return out;
+}
+
+/// A --pages argument, "0,16,128": 0 for an unpaged KV cache, else pages of that many keys (a
+/// power of two, at least 16, as the attention kernels take them).
+inline std::vector<int> parse_page_sizes(const char* list, const char* who) {
+  std::vector<int> pages;
+  std::istringstream in(list);
+  for (std::string p; std::getline(in, p, ',');) {
+    char* end = nullptr;
+    const long v = std::strtol(p.c_str(), &end, 10);
+    if (end == p.c_str() || *end || v < 0 || (v && (v < 16 || (v & (v - 1)))))
+      tp::detail::throw_formatted("%s: --pages takes 0 and powers of two >= 16, comma-separated; got %s", who, list);
+    pages.push_back(static_cast<int>(v));
+  }
+  return pages;
 }
 
 /// A page table for a paged KV cache of num_pages pages (0: a one-entry table nobody reads):
