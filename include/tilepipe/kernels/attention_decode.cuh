@@ -114,8 +114,12 @@ struct attention_decode_kernel {
   // softmax state, merged at the tile's end: converting a block in SMEM takes longer than
   // reading it, and one warpgroup converted every block between its wgmmas (docs/design.md).
   // (Head dim 256 keeps one: warpgroup 0 would hold both halves' O for the merge.)
-  static constexpr int compute_wgs = fp8_kv && D <= 128 ? 2 : 1;
-  static constexpr warp_specialization<compute_wgs, paged ? (fp8_kv ? 72 : 96) : 40> ws{};
+  // 16-bit K and V at head dim 64: two as well, each step's chain (S, its wait, the softmax,
+  // P V's wait) overlapping the other warpgroup's; at 128 their merge buffer (32 KB) would
+  // cost one of three K and V slots.
+  static constexpr bool merge_buffer_own = !fp8_kv && D == 64;
+  static constexpr int compute_wgs = (fp8_kv && D <= 128) || merge_buffer_own ? 2 : 1;
+  static constexpr warp_specialization<compute_wgs, paged ? (compute_wgs > 1 ? 72 : 96) : 40> ws{};
   static constexpr int num_threads = ws.num_threads;
   using kv_block = block<squeezed, element(BN), squeezed, D>;
   // fp8 blocks land unswizzled: only the conversion reads them, with ordinary loads of 8
@@ -145,10 +149,12 @@ struct attention_decode_kernel {
   /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V each compute
   /// warpgroup's converted blocks.
   static constexpr std::uint32_t merge_stats_bytes = compute_wgs > 1 ? 2 * BM * sizeof(float) : 0;
+  // Warpgroup 1's O for the merge: in its converted blocks with fp8 K and V, else its own.
+  static constexpr std::uint32_t merge_o_bytes = merge_buffer_own ? BM * D * sizeof(float) : 0;
   // (With q_slot Q's rows are the pipeline's; BM floats remain for the combine's LSE rows.)
   static constexpr std::uint32_t q_bytes = q_slot ? BM * sizeof(float) : q_view::bytes;
   static constexpr std::uint32_t own_smem =
-      q_bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes;
+      q_bytes + (fp8_kv ? 2 * compute_wgs * converted_view::bytes : 0) + merge_stats_bytes + merge_o_bytes;
   // Decode is bound by the bandwidth of K and V: as many K and V slots as SMEM holds beside
   // Q (each fetch in flight is latency hidden).
   static constexpr int stages_beside(int q_slots, std::uint32_t reserve) {
@@ -271,9 +277,9 @@ struct attention_decode_kernel {
     // the factor of the output's normalisation, v_scale (O = P (v v_scale) / l).
     float score_scale = scale_log2, value_scale = 1.0f;
     const int splits = items.splits(), heads_per_kv = group.divisor();
-    // fp8: the compute warpgroup takes the steps s with s % 2 == ci (its KV blocks).
+    // Two compute warpgroups: warpgroup ci takes the steps s with s % 2 == ci (its KV blocks).
     const int ci = [&] {
-      if constexpr (fp8_kv) return ws.compute_index(ctx);
+      if constexpr (compute_wgs > 1) return ws.compute_index(ctx);
       else return 0;
     }();
 
@@ -323,13 +329,16 @@ struct attention_decode_kernel {
                                                                     consumed_token k_done, consumed_token v_done,
                                                                     auto release_q) {
         const int s = at[0];
-        if constexpr (fp8_kv) {
+        if constexpr (compute_wgs > 1) {
           if (s % compute_wgs != ci) {
             // The other compute warpgroup's block, released at once. Its landing is waited
             // for first: a warpgroup that skipped the waits could run a whole ring ahead and
-            // count its release of a later block towards this one's.
-            k_s.wait(), v_s.wait();
+            // count its release of a later block towards this one's. (16-bit K: the pipeline
+            // waited for it.) Q's slot counts both warpgroups' releases.
+            if constexpr (fp8_kv) k_s.wait();
+            v_s.wait();
             k_done.arrive(), v_done.arrive();
+            release_q();
             return;
           }
         }
@@ -421,8 +430,8 @@ struct attention_decode_kernel {
           score_scale = scale_log2 * ks, value_scale = vs;
         }
         if (!q_slot && (compute_wgs == 1 || ci == 0)) gather_q(q_s);  // two compute warpgroups: the first
-        // Both read Q; and warpgroup 1 converts no block into its merge buffers before
-        // warpgroup 0 has read the last tile's merge.
+        // Both read Q; and warpgroup 1 writes no merge buffer (fp8: converts no block into
+        // it) before warpgroup 0 has read the last tile's merge.
         if constexpr (compute_wgs > 1) ctx.team_sync();
         acc_o = zeros<float, BM, D>();
         m = full<row_vector<BM>>(-INFINITY);
@@ -537,9 +546,13 @@ struct attention_decode_kernel {
         body(at, q_s, k_s, v_s, k_done, v_done, [] {});
       };
       const bool gather_into_slot = !q_rows_by_tma;
-      auto q_in_slot = [body, gather_q, gather_into_slot](index<1> at, auto q_b, auto k_s, auto v_s, consumed_token q_done,
-                                                           consumed_token k_done, consumed_token v_done) {
-        if (gather_into_slot && at[0] == 0) gather_q(q_b);  // the block has landed: overwrite it
+      auto q_in_slot = [body, gather_q, gather_into_slot, ci, &ctx](index<1> at, auto q_b, auto k_s, auto v_s,
+                                                                     consumed_token q_done, consumed_token k_done,
+                                                                     consumed_token v_done) {
+        if (gather_into_slot && at[0] == 0) {  // the block has landed: overwrite it
+          if (ci == 0) gather_q(q_b);
+          if constexpr (compute_wgs > 1) ctx.team_sync();  // warpgroup 1 reads the rows from step 1 on
+        }
         body(at, q_b, k_s, v_s, k_done, v_done, [&] { q_done.arrive(); });
       };
       // The specs of K and V (and before them Q's rows, q_slot), then the pipeline.
@@ -600,6 +613,9 @@ struct attention_decode_kernel {
         merge_o = reinterpret_cast<float*>(converted + 2 * elements);
         merge_stats = reinterpret_cast<float*>(ctx.allocate(merge_stats_bytes, "decode merge statistics"));
       }
+    } else if constexpr (compute_wgs > 1) {
+      merge_o = reinterpret_cast<float*>(ctx.allocate(merge_o_bytes, "decode merge O"));
+      merge_stats = reinterpret_cast<float*>(ctx.allocate(merge_stats_bytes, "decode merge statistics"));
     }
     loop.run(ctx.axis_index(0), items.items(), ctx.axis_size(0), [&](int j) { return items.at(j); });
   }
