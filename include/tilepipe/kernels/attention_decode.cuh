@@ -116,9 +116,9 @@ struct attention_decode_kernel {
   // (Head dim 256 keeps one: warpgroup 0 would hold both halves' O for the merge.)
   // 16-bit K and V at head dim 64: two as well, each step's chain (S, its wait, the softmax,
   // P V's wait) overlapping the other warpgroup's; at 128 their merge buffer (32 KB) would
-  // cost one of three K and V slots. (Not for pages smaller than a block: their gathers
-  // want the memory warpgroup's 96 registers, and measured slower with two.)
-  static constexpr bool merge_buffer_own = !fp8_kv && D == 64 && !(paged && PageBoxRows < BN);
+  // cost one of three K and V slots. (Pages smaller than a block too, 3% slower with two:
+  // a paged run gives the bytes of an unpaged run on the same keys.)
+  static constexpr bool merge_buffer_own = !fp8_kv && D == 64;
   static constexpr int compute_wgs = (fp8_kv && D <= 128) || merge_buffer_own ? 2 : 1;
   static constexpr warp_specialization<compute_wgs, paged ? (compute_wgs > 1 ? 72 : 96) : 40> ws{};
   static constexpr int num_threads = ws.num_threads;

@@ -10,6 +10,7 @@
 #include "../core/refs.cuh"
 #include "smem_access.cuh"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace tilepipe {
@@ -37,13 +38,22 @@ TP_HD void dequantize(const Src& src, const Dst& dst, int zero_from = Src::rows)
   const int first = prim::thread_in_warpgroup(), threads = prim::warpgroup_threads();
   // Consecutive threads take consecutive 8-element units of a row: their 8-byte loads are
   // contiguous, and the 16-byte stores of a quarter warp land in eight different chunks of
-  // one row, which no swizzle maps to the same banks.
-#pragma unroll 4
-  for (int u = first; u < units; u += threads) {
-    const int r = u / per_row, c = (u - r * per_row) * 8;
-    uint4 out{0, 0, 0, 0};
-    if (r < zero_from) out = prim::e4m3x8_to<T>(*reinterpret_cast<const uint2*>(src.ptr(r, c)));
-    *reinterpret_cast<uint4*>(dst.ptr(r, c)) = out;
+  // one row, which no swizzle maps to the same banks. A batch's loads all come before its
+  // stores: the compiler cannot move a load above a store to SMEM it may alias, and one
+  // unit at a time waited for every load's latency (16 times a block at head dim 128).
+  constexpr int batch = std::clamp(units / warpgroup_size, 1, 8);
+  for (int u0 = first; u0 < units; u0 += batch * threads) {
+    uint2 in[batch];
+#pragma unroll
+    for (int i = 0; i < batch; ++i) {
+      const int u = u0 + i * threads, r = u / per_row, c = (u - r * per_row) * 8;
+      in[i] = u < units && r < zero_from ? *reinterpret_cast<const uint2*>(src.ptr(r, c)) : uint2{0, 0};
+    }
+#pragma unroll
+    for (int i = 0; i < batch; ++i) {
+      const int u = u0 + i * threads, r = u / per_row, c = (u - r * per_row) * 8;
+      if (u < units) *reinterpret_cast<uint4*>(dst.ptr(r, c)) = prim::e4m3x8_to<T>(in[i]);  // code 0 is +0
+    }
   }
 }
 
