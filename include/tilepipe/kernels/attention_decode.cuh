@@ -143,9 +143,15 @@ struct attention_decode_kernel {
   static constexpr bool q_slot = !fp8_kv && D <= 128;
   using q_rows_tile = tile<block<squeezed, element(BM), D>, swizzle<128>>;
   using q_rows_param = std::conditional_t<q_slot, gmem<T, 3, q_rows_tile>, gmem<T, 4>>;
-  /// fp8: a K block and a V block converted to T, the wgmmas' operands (the layout of a
-  /// 16-bit KV slot).
+  /// P V's operand type: T, or f16 with fp8 K and V, whose codes turn into f16 in one
+  /// instruction per two values (into bf16 in four, through f32). P's values in [0, 1] keep
+  /// 11 bits in f16 down to 2^-14 (bf16: 8); those below 2^-25 become 0, each less than
+  /// 2^-25 of the row maximum's weight of 1.
+  using pv_type = std::conditional_t<fp8_kv, f16, T>;
+  /// fp8: a K block converted to T and a V block converted to pv_type, the wgmmas' operands
+  /// (the layout of a 16-bit KV slot).
   using converted_view = smem<T, tile<block<BN, D>, swizzle<128>>>;
+  using converted_v_view = smem<pv_type, tile<block<BN, D>, swizzle<128>>>;
   static constexpr std::uint32_t kv_block_bytes = BN * D * sizeof(KV);
   /// SMEM the kernel allocates itself: Q's rows, and with fp8 K and V each compute
   /// warpgroup's converted blocks.
@@ -259,17 +265,18 @@ struct attention_decode_kernel {
     // The compute warpgroup's state: O, P packed as the A operand of P V, the running row
     // maxima and this thread's share of the row sums (finished once, in the epilogue).
     accumulator<BM, D> acc_o;
-    operand_fragment<T, BM, BN> p;
+    operand_fragment<pv_type, BM, BN> p;
     row_vector<BM> m, l;
     // V is read one step after it lands: the block of the previous step and its release.
     pending_block<smem<KV, kv_tile>> v_prev{};
     consumed_token v_prev_done{};
     q_view q_s;  // the tile's packed query rows (gathered)
     T* q_rows = nullptr;  // its SMEM, or with q_slot BM floats for the combine
-    // fp8: this step's K block and the previous step's V block, converted to T (each block
+    // fp8: this step's K block and the previous step's V block, converted (each block
     // once, by the compute warpgroup that takes it: the slot is released as soon as it is
     // converted); each compute warpgroup has its own two.
-    converted_view k_t, v_t;
+    converted_view k_t;
+    converted_v_view v_t;
     // Two compute warpgroups: warpgroup 1's O (f32, in its converted blocks once its wgmmas
     // are done) and its row maxima and sums, which warpgroup 0 merges into its own.
     [[maybe_unused]] float* merge_o = nullptr;
@@ -386,7 +393,7 @@ struct attention_decode_kernel {
             if constexpr (!fp8_kv) v_prev_done.arrive();
             acc_o = acc_o * alpha;
           }
-          p = to_operand<T>(probs);
+          p = to_operand<pv_type>(probs);
           if constexpr (fp8_kv) {
             // The P V that read V's converted block is done: this step's V takes its place,
             // its rows past the sequence's keys zeros (a cache may hold anything there, NaN
@@ -607,7 +614,7 @@ struct attention_decode_kernel {
           ctx.allocate(2 * compute_wgs * converted_view::bytes, "decode K and V converted from fp8"));
       constexpr int elements = converted_view::bytes / sizeof(T);
       k_t = converted_view{converted + 2 * ci * elements, 0};
-      v_t = converted_view{converted + (2 * ci + 1) * elements, 0};
+      v_t = converted_v_view{reinterpret_cast<pv_type*>(converted + (2 * ci + 1) * elements), 0};
       static_assert(compute_wgs == 1 || 2 * converted_view::bytes >= BM * D * sizeof(float),
                     "tilepipe: warpgroup 1's converted blocks hold its O");
       if constexpr (compute_wgs > 1) {
