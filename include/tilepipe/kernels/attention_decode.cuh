@@ -106,18 +106,18 @@ struct attention_decode_kernel {
   static constexpr int BM = 64;  // packed query rows per tile
   static constexpr int block_n = BN;
   static constexpr bool paged = PageBoxRows > 0;
-  // One compute warpgroup, the memory one last. With one compute warpgroup the memory one
+  // The compute warpgroups, the memory one last. With one compute warpgroup the memory one
   // may keep up to 256 registers and the compute one still gets 256 (register_split): a
   // gathered KV block holds its boxes' coordinates (up to 8 x 4 ints) at once, so that
-  // their table loads are in flight together, which spilled 12-52 bytes at 40.
+  // their table loads are in flight together, which spilled 12-52 bytes at 40 (72 with two).
   // fp8 K and V: two compute warpgroups, each taking every other KV block with its own
   // softmax state, merged at the tile's end: converting a block in SMEM takes longer than
   // reading it, and one warpgroup converted every block between its wgmmas (docs/design.md).
   // (Head dim 256 keeps one: warpgroup 0 would hold both halves' O for the merge.)
   // 16-bit K and V at head dim 64: two as well, each step's chain (S, its wait, the softmax,
   // P V's wait) overlapping the other warpgroup's; at 128 their merge buffer (32 KB) would
-  // cost one of three K and V slots. (Pages smaller than a block too, 3% slower with two:
-  // a paged run gives the bytes of an unpaged run on the same keys.)
+  // cost one of three K and V slots. Pages smaller than a block keep two too, though 3%
+  // slower there: a paged run must give the bytes of an unpaged run on the same keys.
   static constexpr bool merge_buffer_own = !fp8_kv && D == 64;
   static constexpr int compute_wgs = (fp8_kv && D <= 128) || merge_buffer_own ? 2 : 1;
   static constexpr warp_specialization<compute_wgs, paged ? (compute_wgs > 1 ? 72 : 96) : 40> ws{};
