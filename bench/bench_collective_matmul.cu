@@ -10,7 +10,8 @@
 // as the layer sees them (all-gather: b is [K, N] on each GPU; reduce-scatter: each GPU
 // holds a K / GPUs slice). Tensor-core use = FLOPs / (time x GPUs x the single-GPU cuBLAS
 // rate measured in this run on the same product per GPU).
-//     bench_collective_matmul [out.json] [--shapes M,K,N ...]   (default: the shapes of issue 18)
+//     bench_collective_matmul [out.json] [--shapes M,K,N ...] [--stream-k 0]   (default: the shapes of issue 18)
+// --stream-k 0: the all-gather runs its last wave as whole tiles (no stream-K split).
 // Built with TILEPIPE_PROFILE (bench_collective_matmul_on: every pipeline step recorded;
 // bench_collective_matmul_coarse: tiles, epilogues and scopes only), it profiles instead
 // (issue 33: where the time beyond cuBLAS's goes):
@@ -23,6 +24,7 @@
 // warpgroup track by what it did (bench/profile_summary.hpp). Rank 0 prints its summaries.
 #include <tilepipe/host/nccl.cuh>
 #include <tilepipe/kernels/collective_matmul.cuh>
+#include <tilepipe/kernels/matmul.cuh>
 
 #include "bench_util.hpp"
 #include "profile_summary.hpp"
@@ -38,6 +40,9 @@
 namespace {
 
 using tp::bf16;
+
+/// The all-gather's stream-K threshold (--stream-k 0: never split).
+int all_gather_stream_k_min_steps = tp::ring_matmul_kernel<bf16, tp::collective::all_gather>::stream_k_min_steps;
 
 struct shape {
   long long M, K, N;
@@ -94,7 +99,16 @@ struct result {
   std::string op;
   shape s;
   double ours, serial, overlapped, cublas_alone, flops_per_gpu;
+  double matmul_alone = 0;  // tp::matmul on the same product per GPU, without communication
 };
+
+/// tp::matmul (the warp-specialised matmul the ring kernels chain, stream-K workspace given)
+/// on a . b -> c alone: what the ring's matmul would take without communication.
+double time_matmul_alone(const tp::device& dev, const tp::tensor<bf16, 2>& a, const tp::tensor<bf16, 2>& b,
+                         const tp::tensor<bf16, 2>& c) {
+  const tp::partials_buffer partials(dev, tp::matmul_partial_slots(dev), tp::matmul_partial_floats);
+  return time_ms([&](int) { tp::matmul<bf16>(dev, a, b, tp::b_layout::row_major, c, {.partials = partials.ref()}); });
+}
 
 /// Each op's timings; with a profiler (profiling builds) ours are the profiled launches, the
 /// profiler holds the last one, and the peers are not run (only cuBLAS alone).
@@ -108,12 +122,14 @@ result bench_all_gather(tp::nccl_group& g, cublasHandle_t h, streams& st, const 
   // less power and run faster than on data (docs/benchmarks.md).
   auto gathered = bench::random_tensor<bf16, 2>(dev, {M, s.K}, 13 + me);
   tp::tensor<bf16, 2> c(dev, {M, s.N});
-  tp::all_gather_matmul<bf16> ag(g.devices(), std::vector<long long>(static_cast<std::size_t>(D), s.M), s.K, s.N);
+  tp::all_gather_matmul<bf16> ag(g.devices(), std::vector<long long>(static_cast<std::size_t>(D), s.M), s.K, s.N, 0,
+                                 all_gather_stream_k_min_steps);
   result r{"all_gather_matmul", s, 0, 0, 0, 0, 2.0 * M * s.N * s.K};
   r.ours = time_ms([&](int) { ag(dev, a, b, c, nullptr, profile); });
   check_cublas(cublasSetStream(h, nullptr));
   r.cublas_alone = time_ms([&](int) { gemm(h, gathered.data(), b.data(), c.data(), M, s.N, s.K); });
   if (profile) return r;
+  r.matmul_alone = time_matmul_alone(dev, gathered, b, c);
   r.serial = time_ms([&](int) {
     TP_NCCL_CHECK(ncclAllGather(a.data(), gathered.data(), s.M * s.K, ncclBfloat16, g.comm(), nullptr));
     gemm(h, gathered.data(), b.data(), c.data(), M, s.N, s.K);
@@ -147,6 +163,7 @@ result bench_reduce_scatter(tp::nccl_group& g, cublasHandle_t h, streams& st, co
   check_cublas(cublasSetStream(h, nullptr));
   r.cublas_alone = time_ms([&](int) { gemm(h, a.data(), b.data(), partial.data(), M, s.N, K); });
   if (profile) return r;
+  r.matmul_alone = time_matmul_alone(dev, a, b, partial);
   r.serial = time_ms([&](int) {
     gemm(h, a.data(), b.data(), partial.data(), M, s.N, K);
     TP_NCCL_CHECK(ncclReduceScatter(partial.data(), c.data(), s.M * s.N, ncclBfloat16, ncclSum, g.comm(), nullptr));
@@ -243,6 +260,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const char* trace_dir = flag_text(argc, argv, "--trace-dir");
+  if (const char* sk = flag_text(argc, argv, "--stream-k"); sk && std::atoi(sk) == 0) all_gather_stream_k_min_steps = tp::stream_k_off;
   if (trace_dir && !tp::profiling) {
     std::printf("bench_collective_matmul: --trace-dir needs a TILEPIPE_PROFILE build (bench_collective_matmul_on)\n");
     return 1;
@@ -264,9 +282,10 @@ int main(int argc, char** argv) {
       std::vector<std::string> rows;
       if (g.rank() == 0)
         std::printf("%d GPUs (%s); per GPU M x K x N; times in ms (medians); TC use = FLOPs / (time x GPUs x cuBLAS rate "
-                    "alone)\n%-22s %-20s %9s %9s %9s %8s %8s %8s %8s\n",
+                    "alone); alone: the product per GPU without communication, by cuBLAS and tp::matmul\n"
+                    "%-22s %-20s %9s %9s %9s %8s %8s %8s %8s %9s %9s\n",
                     D, g.devices().local()[0].name().c_str(), "op", "shape", "tilepipe", "serial", "overlap", "vs ser",
-                    "vs ovl", "TC ours", "TC ser");
+                    "vs ovl", "TC ours", "TC ser", "cuBLAS", "tp mm");
       for (const shape& s : shapes)
         for (int op = 0; op < 2; ++op) {
           const result r = op == 0 ? bench_all_gather(g, h, st, s) : bench_reduce_scatter(g, h, st, s);
@@ -275,14 +294,15 @@ int main(int argc, char** argv) {
           const double tc_ours = r.flops_per_gpu / (r.ours * rate), tc_serial = r.flops_per_gpu / (r.serial * rate);
           char shape_name[64];
           std::snprintf(shape_name, sizeof shape_name, "%lldx%lldx%lld", s.M, s.K, s.N);
-          std::printf("%-22s %-20s %9.3f %9.3f %9.3f %7.2fx %7.2fx %7.1f%% %7.1f%%\n", r.op.c_str(), shape_name, r.ours,
-                      r.serial, r.overlapped, r.serial / r.ours, r.overlapped / r.ours, 100 * tc_ours, 100 * tc_serial);
+          std::printf("%-22s %-20s %9.3f %9.3f %9.3f %7.2fx %7.2fx %7.1f%% %7.1f%% %9.3f %9.3f\n", r.op.c_str(), shape_name,
+                      r.ours, r.serial, r.overlapped, r.serial / r.ours, r.overlapped / r.ours, 100 * tc_ours, 100 * tc_serial,
+                      r.cublas_alone, r.matmul_alone);
           std::fflush(stdout);
           bench::json j;
           j.add("op", r.op), j.add("gpus", D), j.add("M_per_gpu", static_cast<double>(s.M));
           j.add("K", static_cast<double>(s.K)), j.add("N", static_cast<double>(s.N));
           j.add("tilepipe_ms", r.ours), j.add("nccl_then_cublas_ms", r.serial), j.add("overlapped_ms", r.overlapped);
-          j.add("cublas_alone_ms", r.cublas_alone), j.add("speedup_vs_serial", r.serial / r.ours);
+          j.add("cublas_alone_ms", r.cublas_alone), j.add("matmul_alone_ms", r.matmul_alone), j.add("speedup_vs_serial", r.serial / r.ours);
           j.add("speedup_vs_overlapped", r.overlapped / r.ours), j.add("tc_use", tc_ours), j.add("tc_use_serial", tc_serial);
           std::string row = "{";
           for (std::size_t i = 0; i < j.items.size(); ++i) row += (i ? ", " : "") + j.items[i];

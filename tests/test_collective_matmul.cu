@@ -188,6 +188,47 @@ TEST(CollectiveMatmul, AllGatherMatmulUnevenShards) {
   }
 }
 
+// The last wave split by stream-K (a split tile's partial sums handed between CTAs by flags
+// while the devices wait for each other's row blocks; in the second case one tile's 3 steps
+// over 3 CTAs: a start, a middle and an end), and refused on a device whose split would reach
+// into an earlier step (device 1 of the last case: its last step has 2 tiles, the split 3);
+// launched twice, so the flags must be clear again after a launch.
+TEST(CollectiveMatmul, AllGatherMatmulStreamK) {
+  const long long K = 136, N = 320;  // 3 k-steps, 2 columns of tiles
+  struct split_case {
+    std::vector<long long> shards;
+    int ctas;
+    std::vector<bool> splits;  // per device
+  };
+  for (const split_case& sc : {split_case{{130, 64}, 4, {true, true}}, split_case{{64, 64}, 3, {true, true}},
+                               split_case{{17, 200, 96}, 3, {true, true, true}},
+                               split_case{{64, 1, 150, 129}, 5, {true, true, true, true}},
+                               split_case{{64, 300}, 5, {true, false}}}) {
+    const int D = static_cast<int>(sc.shards.size());
+    auto group = tp::device_group::simulated(D, prototype(D));
+    tp::all_gather_matmul<bf16> ag(group, sc.shards, K, N, sc.ctas, /*stream_k_min_steps=*/0);
+    for (int d = 0; d < D; ++d) EXPECT_EQ(ag.splits_last_wave(d), sc.splits[d]) << D << " devices, device " << d;
+    const long long M = total_rows(sc.shards);
+    std::vector<bf16> a_all, ad;
+    std::vector<tp::tensor<bf16, 2>> a, b, c;
+    std::vector<std::vector<bf16>> b_host(static_cast<std::size_t>(D));
+    for (const tp::device& dev : group.local()) {
+      a.push_back(random_input(dev, sc.shards[dev.index()], K, ad));
+      a_all.insert(a_all.end(), ad.begin(), ad.end());
+      b.push_back(random_input(dev, K, N, b_host[dev.index()]));
+    }
+    for (int launch = 0; launch < 2; ++launch) {
+      c.clear();
+      for (const tp::device& dev : group.local()) c.push_back(poisoned_output(dev, M, N));
+      for (const tp::device& dev : group.local()) ag(dev, a[dev.index()], b[dev.index()], c[dev.index()]);
+      for (int d = 0; d < D; ++d) {
+        const auto ref = matmul_rows(to_double(a_all), to_double(b_host[static_cast<std::size_t>(d)]), K, N, 0, M);
+        EXPECT_LT(test::rel_error(c[d].to_host(), ref), 1e-2) << D << " devices, device " << d << ", launch " << launch;
+      }
+    }
+  }
+}
+
 TEST(CollectiveMatmul, MatmulReduceScatterUnevenShards) {
   const long long K = 72, N = 264;  // each device's slice of K
   for (const std::vector<long long>& shards : {std::vector<long long>{100, 160}, {8, 130, 64}, {129, 40, 1, 70}}) {

@@ -61,6 +61,7 @@ class CollectiveMatmulGpu : public ::testing::Test {
     for (int r = 0; r < D; ++r) shards.push_back(1000 + 136 * r);
     for (long long rows : shards) M += rows, most = std::max(most, rows);
   }
+  void check_all_gather(int stream_k_min_steps, bool split);
   int D = 0;
   long long K = 1032, N = 2056, M = 0, most = 0;  // all-gather: K of a; reduce-scatter: each device's slice
   std::vector<long long> shards;
@@ -76,14 +77,18 @@ void on_every_gpu(int devices, F&& body) {
   }));
 }
 
-TEST_F(CollectiveMatmulGpu, AllGatherMatmulAgainstNcclAndCublas) {
+/// all_gather_matmul (stream_k_min_steps as its constructor takes it; split: whether its
+/// last wave must be split) against ncclAllGather + cuBLAS, three launches.
+void CollectiveMatmulGpu::check_all_gather(int stream_k_min_steps, bool split) {
   on_every_gpu(D, [&](tp::nccl_group& g, const tp::device& dev, std::mt19937_64& rng) {
     const long long mine = shards[g.rank()];
     auto a = tp::tensor<bf16, 2>::from_host(dev, {mine, K}, random_bf16(mine * K, rng));
     auto b = tp::tensor<bf16, 2>::from_host(dev, {K, N}, random_bf16(K * N, rng));
     tp::tensor<bf16, 2> c(dev, {M, N});
     c.poison();
-    tp::all_gather_matmul<bf16> ag(g.devices(), shards, K, N);
+    tp::all_gather_matmul<bf16> ag(g.devices(), shards, K, N, 0, stream_k_min_steps);
+    if (ag.splits_last_wave(g.rank()) != split)
+      tp::detail::throw_formatted("rank %d: the last wave is%s split", g.rank(), split ? " not" : "");
     for (int launch = 0; launch < 3; ++launch) ag(dev, a, b, c);  // later launches wait for their own counts
     TP_CUDA_CHECK(cudaDeviceSynchronize());
     // Reference: ncclAllGather needs equal counts, so each shard is padded to the largest.
@@ -107,6 +112,13 @@ TEST_F(CollectiveMatmulGpu, AllGatherMatmulAgainstNcclAndCublas) {
     if (!(err < 1e-2)) tp::detail::throw_formatted("relative error %.3e", err);
   });
 }
+
+// 17 k-steps a tile: the default threshold (a split must save each CTA 24) keeps whole tiles.
+TEST_F(CollectiveMatmulGpu, AllGatherMatmulAgainstNcclAndCublas) {
+  check_all_gather(tp::ring_matmul_kernel<bf16, tp::collective::all_gather>::stream_k_min_steps, false);
+}
+// With any saving enough, the last wave (21 tiles on 2 H200s, 78 on 4) split over every SM.
+TEST_F(CollectiveMatmulGpu, AllGatherMatmulStreamKAgainstNcclAndCublas) { check_all_gather(0, true); }
 
 TEST_F(CollectiveMatmulGpu, MatmulReduceScatterAgainstNcclAndCublas) {
   on_every_gpu(D, [&](tp::nccl_group& g, const tp::device& dev, std::mt19937_64& rng) {

@@ -70,8 +70,9 @@ int run(const tp::device_group& group, const problem& p) {
       const int r = group.local()[i].index();
       const auto br = b_of(r, p.K);
       const double err = sampled_error(c[i].to_host(), p.M, p.N, [&](long long i0, long long j) { return dot(a_all, i0, br, j, p.K, p.N); });
-      std::printf("all_gather_matmul on %s, device %d of %d: c[%lld, %lld] = all_gather(a)[%lld, %lld] . b, %d CTAs\n",
-                  group.local()[i].name().c_str(), r, D, p.M, p.N, p.M, p.K, ag.ctas());
+      std::printf("all_gather_matmul on %s, device %d of %d: c[%lld, %lld] = all_gather(a)[%lld, %lld] . b, %d CTAs%s\n",
+                  group.local()[i].name().c_str(), r, D, p.M, p.N, p.M, p.K, ag.ctas(),
+                  ag.splits_last_wave(r) ? ", last wave split by stream-K" : "");
       failures += example::report("all_gather_matmul", err, 1e-2);
     }
   }

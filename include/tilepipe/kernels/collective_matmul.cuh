@@ -28,10 +28,13 @@
 //                    hop rounds the running sum once, which the f32 accumulator then extends).
 // Signals are per piece (a row block, a tile's partial sum), not per step: every device takes
 // the tiles in the same order, so a piece is sent about a step before its receiver needs it
-// and no CTA waits for the slowest CTA of the neighbour's previous step. Every shard has its
-// own slot in the receiving buffer, so a step never waits for a slot to be freed; between
-// launches a device writes its neighbour's slots only after the neighbour said it is done
-// with them (a "drained" counter signalled at the end of each launch).
+// and no CTA waits for the slowest CTA of the neighbour's previous step. The CTAs deal the
+// ring's tiles out round robin over all its steps, not step by step (where the CTAs that take
+// one step's extra tiles would take every step's), and the all-gather splits the last wave by
+// stream-K (sched/stream_k.cuh) when it lies within the last step, whose tiles forward
+// nothing. Every shard has its own slot in the receiving buffer, so a step never waits for a
+// slot to be freed; between launches a device writes its neighbour's slots only after the
+// neighbour said it is done with them (a "drained" counter signalled at the end of each launch).
 //
 // On the profiler's timeline (TILEPIPE_PROFILE builds; docs/guide.md) every tile of every
 // warpgroup lies in a scope "ring step s", and the ring's own work has scopes of its own:
@@ -66,6 +69,9 @@ struct ring_matmul_kernel {
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
   static constexpr long long partial_elements = WM * BN;       // one compute warpgroup's partial sum
+  // Split the last wave only when that saves each CTA this many steps: matmul_ws' threshold
+  // (kernels/matmul.cuh), for the same tiles and k-steps.
+  static constexpr int stream_k_min_steps = 24;
   static constexpr bool gathers = Op == collective::all_gather;
   // A tile starts at a shard's first row, anywhere: the row index is an element offset.
   using a_tile = tile<block<element(BM), BK>, swizzle<SK>>;
@@ -85,7 +91,11 @@ struct ring_matmul_kernel {
   int max_tiles = 0;            // reduce-scatter: tiles of the largest shard (a shard's slots)
   int tiles_n = 1;
   unsigned launch = 1;          // this launch's number on this device: counters grow by a launch's signals
-  tile_scheduler<> shards[max_devices];  // each shard's tiles in an L2-friendly order, over K
+  tile_order_plan shard_tiles[max_devices];  // each shard's tiles in an L2-friendly order
+  int k_steps = 1;                           // of a tile
+  int ring_start[max_devices + 1] = {};      // set_ring
+  int stream_k_min_saving = stream_k_off;    // all-gather: split the last wave when it saves each CTA this many steps
+  partials_ref partials{};                   // the split tiles' partial sums: a slot per compute warpgroup of the grid
 
   /// The shard of ring step s on device d of D.
   TP_HD static int shard_of(int s, int d, int D) { return gathers ? (d + s) % D : (d + s + 1) % D; }
@@ -125,10 +135,35 @@ struct ring_matmul_kernel {
                    : (static_cast<long long>(shard) * max_tiles + t.m * tiles_n + t.n) * compute_wgs + ci;
   }
 
-  /// One item of the persistent loop: a tile of a shard at a step of the ring.
+  /// This device's ring: step s multiplies shard_of(s)'s tiles, the ring's tiles
+  /// ring_start[s] .. ring_start[s + 1] - 1 (set on the host per device: in the parameters,
+  /// the kernel indexes it without local memory).
+  TP_HD void set_ring(int d, int D) {
+    ring_start[0] = 0;
+    for (int s = 0; s < D; ++s) ring_start[s + 1] = ring_start[s] + shard_tiles[shard_of(s, d, D)].tiles();
+  }
+  TP_HD int step_of(int i) const {
+    int s = 0;
+    while (i >= ring_start[s + 1]) ++s;
+    return s;
+  }
+  /// Which of the ring's tiles and k-steps each of `ctas` CTAs runs: round robin, and the
+  /// last wave split where stream_k_min_saving allows and the split tiles are the last step's.
+  TP_HD stream_k_plan plan(int D, int ctas) const {
+    const int tiles = ring_start[D];
+    const stream_k_plan split(tiles, k_steps, ctas, stream_k_min_saving);
+    if (split.streams() && split.data_parallel_tiles() < ring_start[D - 1]) return {tiles, k_steps, ctas, stream_k_off};
+    return split;
+  }
+
+  /// One item of the persistent loop: k-steps [k_begin, k_end) of a tile of a shard at a step
+  /// of the ring; publishes and first_contributor as in a stream-K work_unit.
   struct ring_tile {
     int step, shard;
     tile_coord tile;
+    int k_begin, k_end;
+    bool publishes;
+    int first_contributor;
   };
 
   TP_HD void operator()(kernel_context& ctx, gmem<T, 2, a_tile> a, gmem<T, 2, b_tile> b, gmem<T, 2, c_tile> c,
@@ -143,20 +178,20 @@ struct ring_matmul_kernel {
     const int drained = pieces(D);
     const unsigned senders = static_cast<unsigned>(ctas * (gathers ? 1 : compute_wgs));
 
-    int count[max_devices] = {};  // this CTA's tiles in each step
-    int total = 0;
-    for (int s = 0; s < D; ++s) total += count[s] = shards[shard_of(s, d, D)].worker(cta, ctas).size();
+    const stream_k_plan::share work = plan(D, ctas).worker(cta);
+    if (work.streams()) partials.require(ctas * compute_wgs, partial_elements);
 
     accumulator<WM, BN> acc;  // lives in the compute warpgroups only
     chunked_store_epilogue<c_view, compute_wgs> c_chunks;
     // The profiler track, captured by value where the closures below record.
     const profile_recorder_ref track = ctx.profiler();
 
-    // One tile: c's rows of shard `shard` at ring step s, tile t, k_steps deep.
+    // k-steps [k_begin, k_end) of c's tile t of shard `shard` at ring step s.
     auto tile_pipeline = [&, track](ring_tile r) {
       const int s = r.step, shard = r.shard;
       const tile_coord t = r.tile;
       const long long row0 = static_cast<long long>(t.m) * BM;  // within the shard
+      // A forwarding tile is whole (the plan splits only the last step's): `at` is its k-block.
       const bool forwards = gathers && s + 1 < D && t.n == 0 && ci == 0;
       const long long my_piece = piece(shard, t, ci);
       // The body's closure holds the track as an empty member without TILEPIPE_PROFILE: one
@@ -173,17 +208,23 @@ struct ring_matmul_kernel {
             profile_scope forward(fwd.track, "forward A");
             wait_smem_to_gmem<0>(reads_done);  // the previous block's store read its slot
             copy_smem_to_gmem(a_smem, remote(received, left), idx(shard * slot_rows + row0, at[0]));
-            if (at[0] == shards[0].steps - 1) wait_smem_to_gmem<0>(reads_done);  // the slot is released after this step
+            if (at[0] == k_steps - 1) wait_smem_to_gmem<0>(reads_done);  // the slot is released after this step
           }
         }
         wgmma_wait<1>();  // one group stays in flight: delay_release<1>
       };
-      auto context = compute_context([&, track, s, shard, t, row0, forwards, my_piece](auto pipeline) {
+      auto context = compute_context([&, track, s, shard, t, row0, forwards, my_piece, publishes = r.publishes,
+                                      first = r.first_contributor](auto pipeline) {
         acc = zeros<float, WM, BN>();
         pipeline();
         wgmma_wait<0>(acc);
         const long long my_row = row0 + ci * WM, col0 = static_cast<long long>(t.n) * BN;
         if constexpr (gathers) {
+          if (publishes || first < cta) {  // a tile stream-K split
+            profile_scope split(track, "stream-K partial");
+            if (publishes) return publish_partial(acc, partials, cta * compute_wgs + ci);
+            for (int w = first; w < cta; ++w) accumulate_partial(acc, partials, w * compute_wgs + ci);
+          }
           if (forwards) {
             profile_scope signals(track, "signal A block");
             wait_smem_to_gmem<0>();  // the forwarded row block is written, not only read
@@ -214,10 +255,10 @@ struct ring_matmul_kernel {
       // Rows of this shard in the matrix the pipeline reads (a, or the shard's slot).
       const long long a_row = gathers ? (s == 0 ? row0 : static_cast<long long>(shard) * slot_rows + row0)
                                       : shard_start[shard] + row0;
-      auto a_map = [a_row](auto k) { return idx(a_row, k); };
-      auto b_map = [n = t.n](auto k) { return idx(k, n); };
+      auto a_map = [a_row, k0 = r.k_begin](auto k) { return idx(a_row, k0 + k); };
+      auto b_map = [n = t.n, k0 = r.k_begin](auto k) { return idx(k0 + k, n); };
       return emit_pipeline_warp_specialized(
-          step, grid(shards[0].steps),
+          step, grid(r.k_end - r.k_begin),
           in_specs(spec<a_tile>(a_map, delay_release<1>), spec<b_tile>(b_map, delay_release<1>)), out_specs(), ws,
           max_concurrent_steps<Stages>, context);
     };
@@ -230,12 +271,12 @@ struct ring_matmul_kernel {
       profile_scope waits(ctx, "wait drained");
       semaphore_wait(sems, drained, (launch - 1) * senders);
     }
-    loop.each(0, total, 1, [&](int j, pipeline_state state, auto role, auto& alloc) {
-      int s = 0, in_step = j;
-      while (in_step >= count[s]) in_step -= count[s++];
+    loop.each(0, work.units(), 1, [&](int j, pipeline_state state, auto role, auto& alloc) {
+      const work_unit u = work.unit(j);
+      const int s = step_of(u.tile);
       profile_scope ring_step(ctx, step_name(s).text);
       const int shard = shard_of(s, d, D);
-      const tile_coord t = shards[shard].worker(cta, ctas)[in_step].tile;
+      const tile_coord t = shard_tiles[shard].at(u.tile - ring_start[s]);
       gmem_ref<T, 2, a_tile> a_src = a;
       if constexpr (gathers) {
         if (s > 0) a_src = received.local;
@@ -245,7 +286,7 @@ struct ring_matmul_kernel {
           semaphore_wait(sems, static_cast<int>(piece(shard, t, 0)), launch);
         }
       }
-      tile_pipeline({s, shard, t})(ctx, alloc, state, role, a_src, b);
+      tile_pipeline({s, shard, t, u.k_begin, u.k_end, u.publishes, u.first_contributor})(ctx, alloc, state, role, a_src, b);
     });
     if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>();
     // This device's slots are read: its right neighbour may write them in the next launch.
@@ -268,19 +309,30 @@ class ring_matmul {
   /// shard_rows: each device's rows of M (all-gather: of a, reduce-scatter: of c), at least
   /// one each; K: a's columns on each device (all-gather: all of K, reduce-scatter: the
   /// device's slice); N: columns of b and c. ctas: CTAs per device (0: one per SM on the GPU,
-  /// 3 in the interpreter).
-  ring_matmul(const device_group& group, const std::vector<long long>& shard_rows, long long K, long long N, int ctas = 0)
+  /// 3 in the interpreter). stream_k_min_steps (all-gather): split the last wave by stream-K
+  /// when that saves each CTA this many k-steps (stream_k_off: never); it takes a workspace
+  /// of partial sums on each device (f32, 64 KB a compute warpgroup of the grid).
+  ring_matmul(const device_group& group, const std::vector<long long>& shard_rows, long long K, long long N, int ctas = 0,
+              int stream_k_min_steps = kernel_t::stream_k_min_steps)
       : K_(K), N_(N), launches_(static_cast<std::size_t>(group.size()), 0), received_(make_received(group, shard_rows, K, N)),
         sems_(group, {kern_.pieces(group.size()) + 1}, std::string(name) + " semaphores") {
     const device& dev = group.local().at(0);
     const int sms = ctas > 0 ? ctas : dev.is_gpu() ? dev.multiprocessors() : 3;
-    int most_tiles = 0;
+    int tiles = 0;
     for (int r = 0; r < group.size(); ++r) {
       const int tiles_m = (kern_.shard_rows[r] + kernel_t::block_m - 1) / kernel_t::block_m;
-      kern_.shards[r] = {tile_order_plan(tiles_m, kern_.tiles_n, 8), static_cast<int>((K + kernel_t::block_k - 1) / kernel_t::block_k), stream_k_off};
-      most_tiles = std::max(most_tiles, tiles_m * kern_.tiles_n);
+      kern_.shard_tiles[r] = tile_order_plan(tiles_m, kern_.tiles_n, 8);
+      tiles += tiles_m * kern_.tiles_n;
     }
-    ctas_ = std::min(sms, most_tiles);
+    kern_.k_steps = static_cast<int>((K + kernel_t::block_k - 1) / kernel_t::block_k);
+    ctas_ = std::min(sms, tiles);
+    if (Op == collective::all_gather && stream_k_min_steps != stream_k_off) {
+      kern_.stream_k_min_saving = stream_k_min_steps;
+      partials_.resize(static_cast<std::size_t>(group.size()));
+      for (const device& local : group.local())
+        partials_[static_cast<std::size_t>(local.index())] =
+            partials_buffer(local, ctas_ * kernel_t::compute_wgs, kernel_t::partial_elements);
+    }
   }
 
   /// all-gather: c[M, N] = all_gather(a)[M, K] . b[K, N], a this device's [rows, K].
@@ -292,10 +344,19 @@ class ring_matmul {
     check(dev, a, b, c);
     kernel_t k = kern_;
     k.launch = ++launches_.at(static_cast<std::size_t>(dev.index()));
+    k.set_ring(dev.index(), dev.count());
+    if (!partials_.empty()) k.partials = partials_.at(static_cast<std::size_t>(dev.index())).ref();
     kernel(k, {.grid = {ctas_}, .stream = stream, .profile = profile})(dev, a, b, c, received_, sems_);
   }
 
   int ctas() const { return ctas_; }
+  /// Whether device `device`'s launches split their last wave by stream-K.
+  bool splits_last_wave(int device) const {
+    const int D = static_cast<int>(launches_.size());
+    kernel_t k = kern_;
+    k.set_ring(device, D);
+    return !partials_.empty() && k.plan(D, ctas_).streams();
+  }
 
  private:
   received_tensor make_received(const device_group& group, const std::vector<long long>& shard_rows, long long K,
@@ -351,6 +412,7 @@ class ring_matmul {
   std::vector<unsigned> launches_;  // per device index
   received_tensor received_;
   symmetric_tensor<u32, 1> sems_;
+  std::vector<partials_buffer> partials_;  // per device index, where local (all-gather with stream-K)
 };
 
 /// c = all_gather(a) . b over a device group (see the top of this file).

@@ -57,19 +57,29 @@ TP_HD TP_FORCEINLINE void warpgroup_sync() {}
 
 // ---- flags between CTAs ----------------------------------------------------------------
 
+// A flag orders the CTAs' accesses as a semaphore does, for the cross-device race detector.
 TP_HD TP_FORCEINLINE void flag_release(unsigned* flag) {
+  auto& c = interpret::cta();
+  if (c.peers.memory) c.peers.memory->signal(c.peers.actor, flag);
   std::atomic_ref<unsigned>(*flag).store(1, std::memory_order_release);
 }
 
-/// The waiting CTA is frozen while the grid's next CTAs run to completion from inside the
-/// wait (only it held the baton).
+/// One device's launch: the waiting CTA is frozen while the grid's next CTAs run to
+/// completion from inside the wait (only it held the baton). A launch over several simulated
+/// devices runs every CTA as threads under one scheduler: the wait gives the baton away.
 TP_HD TP_FORCEINLINE void flag_acquire_reset(unsigned* flag) {
-  while (std::atomic_ref<unsigned>(*flag).load(std::memory_order_acquire) == 0) {
-    interpret::grid_runner* grid = interpret::cta().grid;
-    if (!grid || !grid->run_next())
-      throw error("tilepipe: waits for a flag that no CTA of the grid sets (every other CTA has run or is waiting): "
-                  "on the GPU this would hang");
+  auto& c = interpret::cta();
+  auto set = [flag] { return std::atomic_ref<unsigned>(*flag).load(std::memory_order_acquire) != 0; };
+  if (c.grid) {
+    while (!set())
+      if (!c.grid->run_next())
+        throw error("tilepipe: waits for a flag that no CTA of the grid sets (every other CTA has run or is waiting): "
+                    "on the GPU this would hang");
+  } else {
+    c.sched.block_until(c.thread_base + interpret::current().wg, set,
+                        [] { return std::string("a flag (tp::accumulate_partial) that no CTA of any device left can set"); });
   }
+  if (c.peers.memory) c.peers.memory->acquire(c.peers.actor, flag);
   std::atomic_ref<unsigned>(*flag).store(0, std::memory_order_relaxed);
 }
 
