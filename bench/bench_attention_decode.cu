@@ -93,7 +93,10 @@ void run(const tp::device& dev, const config& c, int page, int splits, bool head
   // Every sequence uses all sk keys.
   const auto table = bench::shuffled_page_table(dev, num_pages);
   const auto used = tp::tensor<int, 1>::from_host(dev, {c.b}, std::vector<int>(c.b, static_cast<int>(c.sk)));
-  const tp::partials_buffer partials(dev, tp::attention_partial_slots(dev), tp::attention_partial_floats(c.d));
+  // An explicit split count takes batches x KV heads x row tiles x splits slots (attention_decode.cuh).
+  const long long row_tiles = (c.sq * c.hq / c.hkv + 63) / 64;
+  const int slots = std::max(tp::attention_partial_slots(dev), static_cast<int>(c.b * c.hkv * row_tiles * splits));
+  const tp::partials_buffer partials(dev, slots, tp::attention_partial_floats(c.d));
   tp::attention_decode_options opt{};
   opt.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   opt.window_left = opt.window_right = -1;
