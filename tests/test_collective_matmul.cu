@@ -162,29 +162,39 @@ long long total_rows(const std::vector<long long>& shards) {
   return m;
 }
 
+/// Runs `ag` (made for `shards`, K and N on `group`) `launches` times on fresh random inputs,
+/// each launch into outputs poisoned anew, and checks every device's c against float64 (a
+/// later launch waits for the counts of its own).
+void check_all_gather(const tp::device_group& group, tp::all_gather_matmul<bf16>& ag, const std::vector<long long>& shards,
+                      long long K, long long N, int launches) {
+  const int D = static_cast<int>(shards.size());
+  const long long M = total_rows(shards);
+  std::vector<bf16> a_all, ad;  // the gathered A, for the reference
+  std::vector<tp::tensor<bf16, 2>> a, b, c;
+  std::vector<std::vector<bf16>> b_host(static_cast<std::size_t>(D));  // each device's column slice of a layer
+  for (const tp::device& dev : group.local()) {
+    a.push_back(random_input(dev, shards[dev.index()], K, ad));
+    a_all.insert(a_all.end(), ad.begin(), ad.end());
+    b.push_back(random_input(dev, K, N, b_host[dev.index()]));
+  }
+  std::vector<std::vector<double>> ref;
+  for (int d = 0; d < D; ++d) ref.push_back(matmul_rows(to_double(a_all), to_double(b_host[static_cast<std::size_t>(d)]), K, N, 0, M));
+  for (int launch = 0; launch < launches; ++launch) {
+    c.clear();
+    for (const tp::device& dev : group.local()) c.push_back(poisoned_output(dev, M, N));
+    for (const tp::device& dev : group.local()) ag(dev, a[dev.index()], b[dev.index()], c[dev.index()]);
+    for (int d = 0; d < D; ++d)
+      EXPECT_LT(test::rel_error(c[d].to_host(), ref[d]), 1e-2) << D << " devices, device " << d << ", launch " << launch;
+  }
+}
+
 TEST(CollectiveMatmul, AllGatherMatmulUnevenShards) {
   const long long K = 136, N = 320;  // a partial K step and a partial column of tiles
   for (const std::vector<long long>& shards : {std::vector<long long>{130, 64}, {17, 200, 96}, {64, 1, 150, 129}}) {
     const int D = static_cast<int>(shards.size());
     auto group = tp::device_group::simulated(D, prototype(D));
     tp::all_gather_matmul<bf16> ag(group, shards, K, N);
-    const long long M = total_rows(shards);
-    std::vector<bf16> a_all, ad;  // the gathered A, for the reference
-    std::vector<tp::tensor<bf16, 2>> a, b, c;
-    std::vector<std::vector<bf16>> b_host(static_cast<std::size_t>(D));  // each device's column slice of a layer
-    for (const tp::device& dev : group.local()) {
-      a.push_back(random_input(dev, shards[dev.index()], K, ad));
-      a_all.insert(a_all.end(), ad.begin(), ad.end());
-      b.push_back(random_input(dev, K, N, b_host[dev.index()]));
-      c.push_back(poisoned_output(dev, M, N));
-    }
-    for (int launch = 0; launch < (D == 2 ? 2 : 1); ++launch) {  // a second launch waits for the counts of its own
-      for (const tp::device& dev : group.local()) ag(dev, a[dev.index()], b[dev.index()], c[dev.index()]);
-      for (int d = 0; d < D; ++d) {
-        const auto ref = matmul_rows(to_double(a_all), to_double(b_host[static_cast<std::size_t>(d)]), K, N, 0, M);
-        EXPECT_LT(test::rel_error(c[d].to_host(), ref), 1e-2) << D << " devices, device " << d << ", launch " << launch;
-      }
-    }
+    check_all_gather(group, ag, shards, K, N, D == 2 ? 2 : 1);
   }
 }
 
@@ -208,24 +218,7 @@ TEST(CollectiveMatmul, AllGatherMatmulStreamK) {
     auto group = tp::device_group::simulated(D, prototype(D));
     tp::all_gather_matmul<bf16> ag(group, sc.shards, K, N, sc.ctas, /*stream_k_min_steps=*/0);
     for (int d = 0; d < D; ++d) EXPECT_EQ(ag.splits_last_wave(d), sc.splits[d]) << D << " devices, device " << d;
-    const long long M = total_rows(sc.shards);
-    std::vector<bf16> a_all, ad;
-    std::vector<tp::tensor<bf16, 2>> a, b, c;
-    std::vector<std::vector<bf16>> b_host(static_cast<std::size_t>(D));
-    for (const tp::device& dev : group.local()) {
-      a.push_back(random_input(dev, sc.shards[dev.index()], K, ad));
-      a_all.insert(a_all.end(), ad.begin(), ad.end());
-      b.push_back(random_input(dev, K, N, b_host[dev.index()]));
-    }
-    for (int launch = 0; launch < 2; ++launch) {
-      c.clear();
-      for (const tp::device& dev : group.local()) c.push_back(poisoned_output(dev, M, N));
-      for (const tp::device& dev : group.local()) ag(dev, a[dev.index()], b[dev.index()], c[dev.index()]);
-      for (int d = 0; d < D; ++d) {
-        const auto ref = matmul_rows(to_double(a_all), to_double(b_host[static_cast<std::size_t>(d)]), K, N, 0, M);
-        EXPECT_LT(test::rel_error(c[d].to_host(), ref), 1e-2) << D << " devices, device " << d << ", launch " << launch;
-      }
-    }
+    check_all_gather(group, ag, sc.shards, K, N, 2);
   }
 }
 
