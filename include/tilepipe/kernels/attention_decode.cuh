@@ -491,23 +491,36 @@ struct attention_decode_kernel {
           if (!arrive_last(partials, tile, splits)) return;
           profile_scope combine_scope(ctx, "combine");
           // By rows and pieces of 4 columns over the warpgroup's threads (the tile has few
-          // rows), each thread's loads of the splits' values independent of each other, so
-          // that several are in flight (the combine in the accumulator's layout took a round
-          // trip to L2 per split and pass: 23 us of a 73 us launch at batch 1). The splits in
-          // order: the sums do not depend on which split came last.
+          // rows), the splits in batches of 8 whose loads are all issued before the first is
+          // used: a batch's indices are clamped to the last split (its extra entries weigh
+          // nothing), so no load waits behind a bounds check and a pass over 16 splits costs
+          // two round trips to L2, not 16 (a loop over the split count with a load and its use
+          // per iteration compiles to exactly that, unrolled or not). The splits in order: the
+          // sums do not depend on which split came last.
+          constexpr int batch = 8;
           auto split_lse = [&](int i, int r) { return slot(i)[BM * D + r]; };
           const int first = prim::thread_in_warpgroup(), threads = prim::warpgroup_threads();
-          // The tile's LSE rows (log2 units), in SMEM where Q's rows were.
+          // The tile's LSE rows (log2 units), in SMEM where Q's rows were: a batch's largest
+          // value joins the running maximum, the sum rescaled when it grows.
           float* const tile_lse = reinterpret_cast<float*>(q_rows);
           for (int r = first; r < tile_rows; r += threads) {
-            float top = -INFINITY;
-#pragma unroll 8
-            for (int i = 0; i < splits; ++i) top = fmaxf(top, split_lse(i, r));
-            const float base = top == -INFINITY ? 0.0f : top;
-            float sum = 0.0f;
-#pragma unroll 8
-            for (int i = 0; i < splits; ++i) sum += prim::exp2(split_lse(i, r) - base);
-            tile_lse[r] = sum > 0.0f ? base + log2f(sum) : -INFINITY;
+            float top = -INFINITY, sum = 0.0f;
+            for (int i0 = 0; i0 < splits; i0 += batch) {
+              float x[batch];
+#pragma unroll
+              for (int j = 0; j < batch; ++j) x[j] = split_lse(i0 + j < splits ? i0 + j : splits - 1, r);
+              float t = top;
+#pragma unroll
+              for (int j = 0; j < batch; ++j)
+                if (i0 + j < splits) t = fmaxf(t, x[j]);
+              if (t == -INFINITY) continue;  // no split so far has keys in this row
+              sum *= prim::exp2(top - t);    // 0 while top is -inf
+#pragma unroll
+              for (int j = 0; j < batch; ++j)
+                if (i0 + j < splits) sum += prim::exp2(x[j] - t);
+              top = t;
+            }
+            tile_lse[r] = top == -INFINITY ? -INFINITY : top + log2f(sum);
           }
           prim::warpgroup_sync();
           constexpr int pieces = D / 4;  // of a row
@@ -516,11 +529,20 @@ struct attention_decode_kernel {
             // A row without keys weighs every split exp2(-inf) = 0.
             const float norm = tile_lse[r] == -INFINITY ? 0.0f : tile_lse[r];
             float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 4
-            for (int i = 0; i < splits; ++i) {
-              const float w = prim::exp2(split_lse(i, r) - norm);
-              const float* o_i = slot(i) + r * D + c;
-              for (int j = 0; j < 4; ++j) sum[j] = fmaf(o_i[j], w, sum[j]);
+            for (int i0 = 0; i0 < splits; i0 += batch) {
+              float lse_j[batch];
+              detail::partial_quad<float> o_j[batch];  // 16 bytes: a slot and a piece of a row are aligned
+#pragma unroll
+              for (int j = 0; j < batch; ++j) {
+                const int i = i0 + j < splits ? i0 + j : splits - 1;
+                lse_j[j] = split_lse(i, r);
+                o_j[j] = *reinterpret_cast<const detail::partial_quad<float>*>(slot(i) + r * D + c);
+              }
+#pragma unroll
+              for (int j = 0; j < batch; ++j) {
+                const float w = i0 + j < splits ? prim::exp2(lse_j[j] - norm) : 0.0f;
+                for (int q = 0; q < 4; ++q) sum[q] = fmaf(o_j[j].v[q], w, sum[q]);
+              }
             }
             T* out = row_in(o, r) + c;
             for (int j = 0; j < 4; ++j) out[j] = from_float<T>(sum[j]);
