@@ -10,8 +10,10 @@
 #include <cublas_v2.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -61,7 +63,18 @@ class CollectiveMatmulGpu : public ::testing::Test {
     for (int r = 0; r < D; ++r) shards.push_back(1000 + 136 * r);
     for (long long rows : shards) M += rows, most = std::max(most, rows);
   }
-  void check_all_gather(int stream_k_min_steps, bool split);
+  void check_all_gather(int stream_k_min_steps, bool stream_k);
+  /// Whether rank r's all-gather on `ctas` CTAs can split its last wave: the tiles past the
+  /// full waves must all be the ring's last step's, the shard of rank r - 1.
+  bool last_wave_in_last_step(int r, int ctas) const {
+    using kernel = tp::ring_matmul_kernel<bf16, tp::collective::all_gather>;
+    const long long tiles_n = (N + kernel::block_n - 1) / kernel::block_n;
+    auto tiles = [&](long long rows) { return (rows + kernel::block_m - 1) / kernel::block_m * tiles_n; };
+    long long all = 0;
+    for (long long rows : shards) all += tiles(rows);
+    const long long last_wave = all % ctas;
+    return last_wave > 0 && last_wave <= tiles(shards[(r + D - 1) % D]);
+  }
   int D = 0;
   long long K = 1032, N = 2056, M = 0, most = 0;  // all-gather: K of a; reduce-scatter: each device's slice
   std::vector<long long> shards;
@@ -77,9 +90,10 @@ void on_every_gpu(int devices, F&& body) {
   }));
 }
 
-/// all_gather_matmul (stream_k_min_steps as its constructor takes it; split: whether its
-/// last wave must be split) against ncclAllGather + cuBLAS, three launches.
-void CollectiveMatmulGpu::check_all_gather(int stream_k_min_steps, bool split) {
+/// all_gather_matmul (stream_k_min_steps as its constructor takes it) against ncclAllGather
+/// + cuBLAS, three launches. stream_k: any saving suffices, so each rank must split its
+/// last wave exactly when that wave lies in its last ring step, and some rank must.
+void CollectiveMatmulGpu::check_all_gather(int stream_k_min_steps, bool stream_k) {
   on_every_gpu(D, [&](tp::nccl_group& g, const tp::device& dev, std::mt19937_64& rng) {
     const long long mine = shards[g.rank()];
     auto a = tp::tensor<bf16, 2>::from_host(dev, {mine, K}, random_bf16(mine * K, rng));
@@ -87,6 +101,11 @@ void CollectiveMatmulGpu::check_all_gather(int stream_k_min_steps, bool split) {
     tp::tensor<bf16, 2> c(dev, {M, N});
     c.poison();
     tp::all_gather_matmul<bf16> ag(g.devices(), shards, K, N, 0, stream_k_min_steps);
+    bool some_rank_splits = false;
+    for (int r = 0; r < D; ++r) some_rank_splits |= stream_k && last_wave_in_last_step(r, ag.ctas());
+    if (stream_k && !some_rank_splits)
+      tp::detail::throw_formatted("no rank's last wave lies in its last ring step on %d CTAs: no split to test", ag.ctas());
+    const bool split = stream_k && last_wave_in_last_step(g.rank(), ag.ctas());
     if (ag.splits_last_wave(g.rank()) != split)
       tp::detail::throw_formatted("rank %d: the last wave is%s split", g.rank(), split ? " not" : "");
     for (int launch = 0; launch < 3; ++launch) ag(dev, a, b, c);  // later launches wait for their own counts
@@ -117,7 +136,9 @@ void CollectiveMatmulGpu::check_all_gather(int stream_k_min_steps, bool split) {
 TEST_F(CollectiveMatmulGpu, AllGatherMatmulAgainstNcclAndCublas) {
   check_all_gather(tp::ring_matmul_kernel<bf16, tp::collective::all_gather>::stream_k_min_steps, false);
 }
-// With any saving enough, the last wave (21 tiles on 2 H200s, 78 on 4) split over every SM.
+// With any saving enough, the last wave (21 tiles on 2 H200s, 78 on 4) split over every SM
+// on the ranks whose last ring step holds it (both of 2; on 4, not rank 1: its last step,
+// rank 0's shard, has 72 tiles).
 TEST_F(CollectiveMatmulGpu, AllGatherMatmulStreamKAgainstNcclAndCublas) { check_all_gather(0, true); }
 
 TEST_F(CollectiveMatmulGpu, MatmulReduceScatterAgainstNcclAndCublas) {
@@ -150,6 +171,25 @@ TEST_F(CollectiveMatmulGpu, MatmulReduceScatterAgainstNcclAndCublas) {
                 D, err);
     if (!(err < 1e-2)) tp::detail::throw_formatted("relative error %.3e", err);
   });
+}
+
+// A rank that fails while the others wait for it in a collective: run_ranks stops them and
+// names it (before, it waited for them forever).
+TEST_F(CollectiveMatmulGpu, RunRanksStopsTheOthersWhenOneFails) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    tp::run_ranks(D, [&](tp::nccl_group& g) {
+      if (g.rank() == D - 1) tp::detail::throw_formatted("planted failure");
+      tp::tensor<float, 1> x(g.devices().local()[0], {1024});
+      TP_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), 1024, ncclFloat32, ncclSum, g.comm(), nullptr));
+      TP_CUDA_CHECK(cudaDeviceSynchronize());  // never returns: the last rank is gone
+    });
+    FAIL() << "run_ranks returned although a rank failed";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) " + std::to_string(D - 1) + " (exit 1) failed"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
 }  // namespace

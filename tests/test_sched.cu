@@ -114,7 +114,8 @@ TEST(Sched, AttentionTilesVisitEveryTileOnceAndBalanceCausalLoads) {
 // Stream-K: every step of every tile runs exactly once; each split tile has one owner,
 // which runs its last step and collects exactly the partial sums of the other workers that
 // ran parts of it, all lower-numbered and each published before the worker's other pieces;
-// the split wave is balanced; and the split happens exactly when it saves min_saving steps.
+// the split wave is balanced; the split happens exactly when it saves min_saving steps, and
+// covers the full wave before a partial one under half a wave where that fits.
 TEST(Sched, StreamKPlanRunsEveryStepOnceAndOwnersWaitOnlyForLowerWorkers) {
   const std::uint64_t seed = test::fresh_seed();
   std::mt19937_64 rng(seed);
@@ -122,14 +123,25 @@ TEST(Sched, StreamKPlanRunsEveryStepOnceAndOwnersWaitOnlyForLowerWorkers) {
   for (int trial = 0; trial < 3000; ++trial) {
     const int tiles = trial < 4 ? 512 : pick(1, 300), steps = trial < 4 ? 64 : pick(1, 150);
     const int workers = trial < 4 ? 132 : pick(1, 140), min_saving = trial % 4 == 0 ? 0 : pick(0, 8);
-    const tp::stream_k_plan plan(tiles, steps, workers, min_saving);
+    const int within = trial % 3 == 0 ? pick(0, tiles) : 0x7fffffff;
+    const tp::stream_k_plan plan(tiles, steps, workers, min_saving, within);
     const std::string what = std::to_string(tiles) + " tiles x " + std::to_string(steps) + " steps on " +
                              std::to_string(workers) + " workers, min_saving " + std::to_string(min_saving) +
-                             ", seed " + std::to_string(seed);
+                             ", within the last " + std::to_string(within) + ", seed " + std::to_string(seed);
+    // The split: the partial wave, with the full wave before it when the partial one is under
+    // half a wave and both fit within the last `within` tiles.
     const int rest = tiles % workers;
-    const bool expect_split = rest > 0 && (workers - rest) * steps / workers >= min_saving && rest * steps >= workers;
-    ASSERT_EQ(plan.streams(), expect_split) << what;
-    ASSERT_EQ(plan.data_parallel_tiles(), expect_split ? tiles - rest : tiles) << what;
+    int split = rest > 0 && (workers - rest) * steps / workers >= min_saving ? rest : 0;
+    if (split > 0 && 2 * rest < workers && tiles >= rest + workers && rest + workers <= within) split += workers;
+    if (split > within || split * steps < workers) split = 0;
+    ASSERT_EQ(plan.streams(), split > 0) << what;
+    ASSERT_EQ(plan.data_parallel_tiles(), tiles - split) << what;
+    if (split > rest) {  // two waves: every share at least a tile long, so a tile in at most two pieces
+      std::vector<int> pieces(tiles, 0);
+      for (int w = 0; w < workers; ++w)
+        for (int j = 0; j < plan.worker(w).units(); ++j) ++pieces[plan.worker(w).unit(j).tile];
+      for (int t = 0; t < tiles; ++t) ASSERT_LE(pieces[t], 2) << "tile " << t << "; " << what;
+    }
 
     std::vector<int> runs(static_cast<std::size_t>(tiles) * steps, 0), owner(tiles, -1), owner_first(tiles, -1);
     std::vector<std::vector<int>> publishers(tiles);

@@ -22,6 +22,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -146,7 +147,8 @@ inline int gpu_count() {
 }
 
 /// Runs body in `ranks` child processes, rank r on GPU r, each with its nccl_group; returns
-/// when all have finished, and throws naming the ranks that failed (each prints its error).
+/// when all have finished, and throws naming the ranks that failed (each prints its error);
+/// the first failure kills the ranks still running (they could be waiting for it forever).
 /// Rank 0 makes the NCCL id and hands it to the others through pipes, so the calling
 /// process never initialises CUDA or NCCL.
 inline void run_ranks(int ranks, const std::function<void(nccl_group&)>& body) {
@@ -179,15 +181,30 @@ inline void run_ranks(int ranks, const std::function<void(nccl_group&)>& body) {
     pids.push_back(pid);
   }
   for (int fd : to_child) close(fd);
+  // A rank that fails leaves the others waiting for it (in NCCL, or in a kernel for its
+  // signals): they are killed, so that the failure is reported instead of a hang. Polled per
+  // child, so that no other child of the calling process is reaped.
   std::string failed;
-  for (int r = 0; r < ranks; ++r) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+  for (int running = ranks; running > 0;) {
+    for (int r = 0; r < ranks; ++r) {
+      int status = 0;
+      if (pids[r] == 0) continue;
+      const pid_t got = waitpid(pids[r], &status, WNOHANG);
+      if (got == 0) continue;  // still running
+      pids[r] = 0, --running;
+      const bool ok = got > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      const bool stopped_by_us = got > 0 && !failed.empty() && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+      if (ok || stopped_by_us) continue;
       failed += (failed.empty() ? "" : ", ") + std::to_string(r) +
-                (WIFEXITED(status) ? " (exit " + std::to_string(WEXITSTATUS(status)) + ")" : " (killed)");
+                (got < 0                ? std::string(" (lost)")
+               : WIFEXITED(status) ? " (exit " + std::to_string(WEXITSTATUS(status)) + ")"
+                                   : std::string(" (killed)"));
+      for (pid_t other : pids)
+        if (other > 0) kill(other, SIGKILL);
+    }
+    if (running > 0) usleep(10000);
   }
-  if (!failed.empty()) throw error("tilepipe: run_ranks: rank(s) " + failed + " failed");
+  if (!failed.empty()) throw error("tilepipe: run_ranks: rank(s) " + failed + " failed; the others were stopped");
 }
 
 }  // namespace tilepipe

@@ -151,9 +151,7 @@ struct ring_matmul_kernel {
   /// last wave split where stream_k_min_saving allows and the split tiles are the last step's.
   TP_HD stream_k_plan plan(int D, int ctas) const {
     const int tiles = ring_start[D];
-    const stream_k_plan split(tiles, k_steps, ctas, stream_k_min_saving);
-    if (split.streams() && split.data_parallel_tiles() < ring_start[D - 1]) return {tiles, k_steps, ctas, stream_k_off};
-    return split;
+    return {tiles, k_steps, ctas, stream_k_min_saving, tiles - ring_start[D - 1]};
   }
 
   /// One item of the persistent loop: k-steps [k_begin, k_end) of a tile of a shard at a step

@@ -3,9 +3,9 @@
 // A persistent kernel with W workers (CTAs, or clusters) and U tiles of S steps each runs
 // U / W full waves and then a partial one: U % W tiles while the other workers idle for a
 // whole tile. Stream-K (Osama et al., 2023) spreads the partial wave's U % W * S steps
-// evenly over all W workers instead; a tile split between workers is finished by the
-// worker that runs its last step (its owner), after adding the partial sums the others
-// left in global memory.
+// evenly over all W workers instead (with the full wave before it when it is under half a
+// wave: stream_k_plan); a tile split between workers is finished by the worker that runs
+// its last step (its owner), after adding the partial sums the others left in global memory.
 //
 // Each worker runs its full tiles first, then its range of the stream-K steps, which
 // covers the end of one tile, whole tiles, and the start of another. It runs those pieces
@@ -40,22 +40,31 @@ inline constexpr int stream_k_off = 0x7fffffff;
 /// Which pieces each worker runs. Stream-K is used when it shortens every worker's time by
 /// at least `min_saving` steps (the cost of writing and reading back a partial sum) and
 /// every worker gets at least one step; otherwise the loop is the plain persistent one.
+/// The split covers the partial wave alone when it is at least half a wave. A smaller one
+/// would cut each of its tiles into many pieces (4 tiles on 132 workers: 33 each) whose
+/// owner waits for the slowest and reads them all back; the full wave before it is split
+/// with it instead, every share is then at least a tile and a tile has at most two pieces
+/// (CUTLASS's stream-K heuristic also takes two waves). `split_within`: the split may cover
+/// only the loop's last split_within tiles (a ring step's): the partial wave alone where
+/// two waves do not fit, nothing where that does not either.
 class stream_k_plan {
  public:
   class share;
 
   stream_k_plan() = default;
-  TP_HD stream_k_plan(int tiles, int steps_per_tile, int workers, int min_saving)
+  TP_HD stream_k_plan(int tiles, int steps_per_tile, int workers, int min_saving, int split_within = 0x7fffffff)
       : steps_(steps_per_tile), workers_(workers), dp_tiles_(tiles) {
     TP_REQUIRE(tiles >= 1 && steps_per_tile >= 1 && workers >= 1,
                "stream_k_plan: %d tiles of %d steps on %d workers; all three must be positive", tiles, steps_per_tile,
                workers);
     const int rest = tiles % workers;
     const long long saving = static_cast<long long>(workers - rest) * steps_per_tile / workers;
-    if (rest > 0 && saving >= min_saving && static_cast<long long>(rest) * steps_per_tile >= workers) {
-      dp_tiles_ = tiles - rest;
-      sk_steps_ = static_cast<long long>(rest) * steps_per_tile;
-    }
+    if (rest == 0 || saving < min_saving) return;
+    const bool two_waves = 2 * rest < workers && tiles >= rest + workers && rest + workers <= split_within;
+    const int split = two_waves ? rest + workers : rest;
+    if (split > split_within || static_cast<long long>(split) * steps_per_tile < workers) return;
+    dp_tiles_ = tiles - split;
+    sk_steps_ = static_cast<long long>(split) * steps_per_tile;
   }
 
   /// Whether the last wave is split (and partial sums are exchanged).
