@@ -204,9 +204,11 @@ struct ring_matmul_kernel {
         if constexpr (gathers) {
           if (fwd.on) {  // the A block is in SMEM already: on to the left neighbour's slot
             profile_scope forward(fwd.track, "forward A");
-            wait_smem_to_gmem<0>(reads_done);  // the previous block's store read its slot
             copy_smem_to_gmem(a_smem, remote(received, left), idx(shard * slot_rows + row0, at[0]));
-            if (at[0] == k_steps - 1) wait_smem_to_gmem<0>(reads_done);  // the slot is released after this step
+            // The previous block's slot is released after this step: its store must have read
+            // it; this block's stays in flight a step longer (the last's slot is released now).
+            if (at[0] == k_steps - 1) wait_smem_to_gmem<0>(reads_done);
+            else wait_smem_to_gmem<1>(reads_done);
           }
         }
         wgmma_wait<1>();  // one group stays in flight: delay_release<1>
