@@ -104,13 +104,15 @@ TEST(Examples, MatmulWsClusterMulticast) {
 
 // The last wave split by stream-K: tiles shared by two to four CTAs (small K, many CTAs per
 // tile), several whole tiles per CTA before the split, bias + ReLU applied once after the
-// partial sums are added, column-major B, and clusters.
+// partial sums are added, column-major B, and clusters; a last wave under half a wave split
+// with the full wave before it (the first shape on 3 CTAs, the last on the GPU's SMs).
 TEST(Examples, MatmulWsStreamK) {
   const long long s = test::on_gpu() ? 4 : 1;
   check_matmul_ws<tp::bf16, b_layout::row_major>(640 * s, 264, 1000, false, tp::tile_order::grouped, true);
   check_matmul_ws<tp::f16, b_layout::col_major>(392 * s, 264 * s, 200, true, tp::tile_order::snake, true);
   check_matmul_ws<tp::bf16, b_layout::col_major>(130, 1000 * s, 456, false, tp::tile_order::grouped, true);
   check_matmul_ws<tp::f16, b_layout::row_major, 128, 256, 2>(264 * s, 776 * s, 328, false, tp::tile_order::grouped, true);
+  check_matmul_ws<tp::bf16, b_layout::row_major>(1024 * s, 1280, 136, false, tp::tile_order::grouped, true);
 }
 
 // A last wave that would be split with a workspace too small for the grid: reported on the
