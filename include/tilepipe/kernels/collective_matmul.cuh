@@ -69,9 +69,9 @@ struct ring_matmul_kernel {
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
   static constexpr long long partial_elements = WM * BN;       // one compute warpgroup's partial sum
-  // Split the last wave only when that saves each CTA this many steps: matmul_ws' threshold
-  // (kernels/matmul.cuh), for the same tiles and k-steps.
-  static constexpr int stream_k_min_steps = 24;
+  // Split the last wave only when that saves each CTA this many steps (the same tiles and
+  // k-steps as matmul_ws).
+  static constexpr int stream_k_min_steps = stream_k_min_steps_128x256;
   static constexpr bool gathers = Op == collective::all_gather;
   // A tile starts at a shard's first row, anywhere: the row index is an element offset.
   using a_tile = tile<block<element(BM), BK>, swizzle<SK>>;

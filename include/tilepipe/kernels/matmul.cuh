@@ -187,10 +187,8 @@ struct matmul_ws_kernel {
 
   /// Partial-sum slots a grid of `ctas` CTAs needs.
   static constexpr int partial_slots(int ctas) { return ctas * compute_wgs; }
-  /// Split the last wave only when that saves each CTA this many steps: handing a partial
-  /// sum over costs about 8, and a split wave realises only part of its nominal saving
-  /// (measured on an H100; docs/design.md, "Stream-K for the last wave").
-  static constexpr int stream_k_min_steps = 24;
+  /// Split the last wave only when that saves each CTA this many steps.
+  static constexpr int stream_k_min_steps = stream_k_min_steps_128x256;
 
   /// C (M x N) = epilogue(A (M x K) * B), tiles in bands of 8 tile rows. `partials`: a
   /// workspace of partial_slots(grid) slots of partial_floats floats, which lets the last

@@ -37,6 +37,12 @@ struct work_unit {
 /// A min_saving no split reaches: the plain persistent loop, whole tiles only.
 inline constexpr int stream_k_off = 0x7fffffff;
 
+/// The min_saving of the matmuls on 128 x 256 tiles of 64-deep k-steps (matmul_ws, the
+/// collective ring): handing a partial sum over costs about 8 steps, and a split wave
+/// realises only part of its nominal saving (measured on an H100; docs/design.md, "Stream-K
+/// for the last wave").
+inline constexpr int stream_k_min_steps_128x256 = 24;
+
 /// Which pieces each worker runs. Stream-K is used when it shortens every worker's time by
 /// at least `min_saving` steps (the cost of writing and reading back a partial sum) and
 /// every worker gets at least one step; otherwise the loop is the plain persistent one.
