@@ -173,6 +173,22 @@ TEST_F(CollectiveMatmulGpu, MatmulReduceScatterAgainstNcclAndCublas) {
   });
 }
 
+// One process constructs the all-gather with another K: every process reports it, naming
+// the setting and the device, before any symmetric memory or kernel exists.
+TEST_F(CollectiveMatmulGpu, ProcessesThatDisagreeAreReported) {
+  on_every_gpu(D, [&](tp::nccl_group& g, const tp::device&, std::mt19937_64&) {
+    const long long odd_k = K + 64;
+    try {
+      tp::all_gather_matmul<bf16> ag(g.devices(), shards, g.rank() == D - 1 ? odd_k : K, N);
+    } catch (const std::exception& e) {
+      const std::string want = "K is " + std::to_string(odd_k) + " on device " + std::to_string(D - 1);
+      if (std::string(e.what()).find(want) == std::string::npos) throw;  // an error, but not this one
+      return;
+    }
+    tp::detail::throw_formatted("rank %d: no error although device %d passed K = %lld", g.rank(), D - 1, odd_k);
+  });
+}
+
 // A rank that fails while the others wait for it in a collective: run_ranks stops them and
 // names it (before, it waited for them forever).
 TEST_F(CollectiveMatmulGpu, RunRanksStopsTheOthersWhenOneFails) {

@@ -38,6 +38,13 @@ struct symmetric_allocation {
 class device_group {
  public:
   using allocator = std::function<symmetric_allocation(std::size_t bytes, const std::string& name)>;
+  /// Every process's values, process after process (collective; values of equal length).
+  using gatherer = std::function<std::vector<long long>(const std::vector<long long>& values)>;
+  /// A named value that every process of a group must pass alike (require_same).
+  struct setting {
+    std::string name;
+    long long value;
+  };
 
   /// `count` simulated devices in this process (1 to max_devices), launched on in turn; each
   /// keeps the interpreter options of `prototype`.
@@ -64,10 +71,11 @@ class device_group {
   }
 
   /// A group whose devices `local` (those this process launches on) belong to `count`
-  /// devices in all; `allocate` makes symmetric memory (collective: every process calls it
-  /// in the same order).
-  device_group(int count, std::vector<device> local, allocator allocate)
-      : count_(count), local_(std::move(local)), allocate_(std::move(allocate)) {}
+  /// devices in all; `allocate` makes symmetric memory and `gather` exchanges values
+  /// (collective: every process calls them in the same order; a group of one process needs
+  /// no `gather`).
+  device_group(int count, std::vector<device> local, allocator allocate, gatherer gather = {})
+      : count_(count), local_(std::move(local)), allocate_(std::move(allocate)), gather_(std::move(gather)) {}
 
   int size() const { return count_; }
   /// The devices this process launches on: every device of a simulated group, this
@@ -76,10 +84,36 @@ class device_group {
   /// Symmetric memory of `bytes` on every device, zeroed.
   symmetric_allocation allocate(std::size_t bytes, const std::string& name) const { return allocate_(bytes, name); }
 
+  /// Throws, on every process alike, unless every process of the group passed the same
+  /// settings (collective). A collective kernel's plan must be the same everywhere: one
+  /// process with another shape or CTA count would leave its peers waiting for signals
+  /// that never come. In one process (a simulated group) there is one plan: nothing to do.
+  void require_same(const std::string& what, const std::vector<setting>& settings) const {
+    if (!gather_) return;
+    constexpr std::size_t slots = 64;  // a count, then the values
+    if (settings.size() >= slots)
+      detail::throw_formatted("%s: %zu settings to compare; at most %zu", what.c_str(), settings.size(), slots - 1);
+    std::vector<long long> mine(slots, 0);
+    mine[0] = static_cast<long long>(settings.size());
+    for (std::size_t i = 0; i < settings.size(); ++i) mine[i + 1] = settings[i].value;
+    const std::vector<long long> all = gather_(mine);
+    for (int r = 1; r < count_; ++r) {
+      const long long* theirs = all.data() + static_cast<std::size_t>(r) * slots;
+      if (theirs[0] != all[0])
+        detail::throw_formatted("%s: device %d passed %lld settings, device 0 %lld", what.c_str(), r, theirs[0], all[0]);
+      for (std::size_t i = 0; i < settings.size(); ++i)
+        if (theirs[i + 1] != all[i + 1])
+          detail::throw_formatted("%s: the devices disagree: %s is %lld on device %d and %lld on device 0 (every "
+                                  "process must make it alike)",
+                                  what.c_str(), settings[i].name.c_str(), theirs[i + 1], r, all[i + 1]);
+    }
+  }
+
  private:
   int count_;
   std::vector<device> local_;
   allocator allocate_;
+  gatherer gather_;
 };
 
 /// A row-major tensor with one copy on every device of a group (a symmetric buffer: on the

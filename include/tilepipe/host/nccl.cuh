@@ -69,8 +69,9 @@ class nccl_group {
     std::memset(&reqs, 0, sizeof reqs);  // 2.28 has no initializer; multimem stays off
     TP_NCCL_CHECK(ncclDevCommCreate(comm_, &reqs, &dev_comm_));
     const device dev = device::open(backend::gpu).in_group(rank, ranks, nullptr);
-    devices_ = std::make_unique<device_group>(ranks, std::vector<device>{dev},
-                                              [this](std::size_t bytes, const std::string& name) { return allocate(bytes, name); });
+    devices_ = std::make_unique<device_group>(
+        ranks, std::vector<device>{dev}, [this](std::size_t bytes, const std::string& name) { return allocate(bytes, name); },
+        [this](const std::vector<long long>& values) { return all_gather(values); });
   }
   ~nccl_group() {
     ncclDevCommDestroy(comm_, &dev_comm_);
@@ -118,6 +119,20 @@ class nccl_group {
       ncclMemFree(q);
     });
     return a;
+  }
+
+  /// Every rank's values, rank after rank (ncclAllGather; collective, equal lengths).
+  std::vector<long long> all_gather(const std::vector<long long>& values) {
+    const std::size_t n = values.size(), bytes = n * sizeof(long long);
+    long long* buffer = nullptr;
+    TP_CUDA_CHECK(cudaMalloc(&buffer, bytes * (ranks_ + 1)));
+    long long* const all = buffer + n;
+    TP_CUDA_CHECK(cudaMemcpy(buffer, values.data(), bytes, cudaMemcpyHostToDevice));
+    TP_NCCL_CHECK(ncclAllGather(buffer, all, n, ncclInt64, comm_, nullptr));
+    std::vector<long long> out(n * ranks_);
+    TP_CUDA_CHECK(cudaMemcpy(out.data(), all, bytes * ranks_, cudaMemcpyDeviceToHost));  // waits for the gather
+    TP_CUDA_CHECK(cudaFree(buffer));
+    return out;
   }
 
   int rank_, ranks_;

@@ -296,8 +296,9 @@ struct ring_matmul_kernel {
 
 /// The plan of a collective matmul over the devices of a group: the kernel's shapes, the
 /// symmetric buffers the devices write into each other and each device's launch count.
-/// Made collectively (every process of a GPU group, in the same order); then called on
-/// every device of the group for each product.
+/// Made collectively (every process of a GPU group, in the same order, with the same
+/// arguments: checked, an error on every process otherwise); then called on every device of
+/// the group for each product.
 template <class T, collective Op>
 class ring_matmul {
   using kernel_t = ring_matmul_kernel<T, Op>;
@@ -314,7 +315,8 @@ class ring_matmul {
   /// of partial sums on each device (f32, 64 KB a compute warpgroup of the grid).
   ring_matmul(const device_group& group, const std::vector<long long>& shard_rows, long long K, long long N, int ctas = 0,
               int stream_k_min_steps = kernel_t::stream_k_min_steps)
-      : K_(K), N_(N), launches_(static_cast<std::size_t>(group.size()), 0), received_(make_received(group, shard_rows, K, N)),
+      : K_(K), N_(N), launches_(agreed_launch_counts(group, shard_rows, K, N, ctas, stream_k_min_steps)),
+        received_(make_received(group, shard_rows, K, N)),
         sems_(group, {kern_.pieces(group.size()) + 1}, std::string(name) + " semaphores") {
     const device& dev = group.local().at(0);
     const int sms = ctas > 0 ? ctas : dev.is_gpu() ? dev.multiprocessors() : 3;
@@ -359,6 +361,25 @@ class ring_matmul {
   }
 
  private:
+  /// Every process's plan must be this one (checked before any symmetric memory exists: a
+  /// peer with another shape or CTA count would wait forever for this one's signals); the
+  /// launch counts start at 0.
+  static std::vector<unsigned> agreed_launch_counts(const device_group& group, const std::vector<long long>& shard_rows,
+                                                    long long K, long long N, int ctas, int stream_k_min_steps) {
+    const device& dev = group.local().at(0);
+    std::vector<device_group::setting> plan = {{"the operation", static_cast<long long>(Op)},
+                                               {"the devices", group.size()},
+                                               {"K", K},
+                                               {"N", N},
+                                               {"ctas", ctas},
+                                               {"the SM count", dev.is_gpu() ? dev.multiprocessors() : 0},
+                                               {"stream_k_min_steps", stream_k_min_steps}};
+    for (std::size_t r = 0; r < shard_rows.size() && r < static_cast<std::size_t>(max_devices); ++r)
+      plan.push_back({"shard_rows[" + std::to_string(r) + "]", shard_rows[r]});
+    group.require_same(name, plan);
+    return std::vector<unsigned>(static_cast<std::size_t>(group.size()), 0);
+  }
+
   received_tensor make_received(const device_group& group, const std::vector<long long>& shard_rows, long long K,
                                 long long N) {
     const int D = group.size();
