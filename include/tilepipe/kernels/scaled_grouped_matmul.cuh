@@ -54,8 +54,10 @@ struct group_row_scales {
     // A row before the first (a tile of impossible offsets, whose rows are not stored) reads row 0.
     const long long r0 = row0 > 0 ? row0 : 0;
     const auto sa = map(full<row_vector<M>>(0.0f), [&](float, int r) { return a(r0 + r, 0); });
-    return map(broadcast_rows(acc, sa, [](float v, float s) { return v * s; }),
-               [&](float v, int, int c) { return v * b(group, col0 + c); });
+    const accumulator<M, N> by_rows = broadcast_rows(acc, sa, [](float v, float s) { return v * s; });
+    if (const float* sb = b.contiguous_in_row(group, col0, N))  // all but the last tile column
+      return map(by_rows, [&](float v, int, int c) { return v * sb[c]; });
+    return map(by_rows, [&](float v, int, int c) { return v * b(group, col0 + c); });
   }
 };
 

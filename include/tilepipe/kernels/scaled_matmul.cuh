@@ -58,6 +58,16 @@ struct scale_matrix {
   TP_HD float operator()(long long r, long long c) const {
     return data[(r < rows ? r : rows - 1) * row_stride + (c < cols ? c : cols - 1) * col_stride];
   }
+  /// Scales (r, c) to (r, c + n - 1) of a row, or (r, c) to (r + n - 1, c) of a column, as one
+  /// address when they are inside and contiguous, else null. An epilogue reading a thread's 64
+  /// column scales from it uses one address and constant offsets, where each clamped index of
+  /// operator() cost about 10 instructions (a sixth of the epilogue).
+  TP_HD const float* contiguous_in_row(long long r, long long c, int n) const {
+    return r >= 0 && r < rows && c >= 0 && c + n <= cols && col_stride == 1 ? data + r * row_stride + c : nullptr;
+  }
+  TP_HD const float* contiguous_in_column(long long r, long long c, int n) const {
+    return c >= 0 && c < cols && r >= 0 && r + n <= rows && row_stride == 1 ? data + c * col_stride + r : nullptr;
+  }
 };
 
 /// The scales of one mode, and `then` (bias, activation) after them. Per-tensor and row-wise
@@ -91,8 +101,10 @@ struct scale_epilogue {
       return map(acc, [&](float v, int r, int c) { return then(v * s, row0 + r, col0 + c); });
     } else if constexpr (Mode == fp8_scaling::row_wise) {
       const auto sa = map(full<row_vector<M>>(0.0f), [&](float, int r) { return a(row0 + r, 0); });
-      return map(broadcast_rows(acc, sa, [](float v, float s) { return v * s; }),
-                 [&](float v, int r, int c) { return then(v * b(col0 + c, 0), row0 + r, col0 + c); });
+      const accumulator<M, N> by_rows = broadcast_rows(acc, sa, [](float v, float s) { return v * s; });
+      if (const float* sb = b.contiguous_in_column(col0, 0, N))  // all but the last tile column
+        return map(by_rows, [&](float v, int r, int c) { return then(v * sb[c], row0 + r, col0 + c); });
+      return map(by_rows, [&](float v, int r, int c) { return then(v * b(col0 + c, 0), row0 + r, col0 + c); });
     } else {
       return map(acc, [&](float v, int r, int c) { return then(v, row0 + r, col0 + c); });
     }
