@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace tilepipe {
 
@@ -327,8 +328,14 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
   static constexpr int pds_sets = split_head_dim ? 1 : 2;
   /// Fused dQ at head dim 128: the two compute warpgroups share dQ's columns (64 each, two
   /// 32-register accumulators instead of two of 64), so each reads both warpgroups' dS, which
-  /// then alternates between two buffers by step: a warpgroup rewrites one only after the
-  /// other passed the next step's team barrier, that is, finished reading it. At head dim 64
+  /// alternates between two buffers by step. A step's dQ is computed one step late, so that
+  /// the warpgroups need not meet inside a step (in step with each other, the tensor cores
+  /// idled through both softmaxes: 15% of the step's time at 16k keys). Warpgroup w announces
+  /// the end of step g (its dS_g stored, its products of step g, dQ_{g-1} among them, done)
+  /// on named barrier exchange_barrier(w, g); the other waits for it in step g + 1 before it
+  /// stores dS_{g+1} over dS_{g-1} and reads dS_g, or at the end of a tile, where the tile's
+  /// last dQ is not left for the next one (its K is gone). So a warpgroup runs up to a step's
+  /// softmax ahead of the other. At head dim 64
   /// each warpgroup adds its own keys' part of all 64 columns. (Head dim 256 runs the
   /// three-launch schedule in both modes: a fused dQ there left dO one slot of SMEM and ran
   /// at two thirds of its speed; docs/design.md.)
@@ -336,6 +343,9 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
   static constexpr bool split_dq = FusedDq && D == 128;
   static constexpr int dq_cols = split_dq ? D / 2 : D;
   static constexpr int ds_buffers = split_dq ? 2 : 1;
+  /// split_dq: the named barrier on which warpgroup w announces the end of a step of parity p
+  /// (two per warpgroup: an announcement is awaited before the one after next is made).
+  static constexpr int exchange_barrier(int w, int p) { return prim::user_barrier_base + 2 * w + p; }
   /// Fused dQ: a warpgroup's share of a step (64 x 64 floats) goes to SMEM (tp::store_packed),
   /// from where one thread adds it to the accumulator in global memory with a bulk reduction
   /// that runs on while the step goes on. Two buffers where SMEM holds them (head dim 64): a
@@ -374,6 +384,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       return reinterpret_cast<float*>(scratch + pds_bytes + (dq_buffers * ci + b) * dq_part_bytes);
     };
     int step_parity = 0;  // FusedDq: the dS and dQ buffers of this step (both warpgroups run every step)
+    int lagged_head = 0, lagged_row = 0;  // split_dq: the head and first row of the previous step's dQ
 
     auto tile_pipeline = [&](attention_tile t) {  // t.head: the KV head, t.m_block: the key block
       const sequence seq = batch.of(ctx, t.batch);
@@ -387,7 +398,8 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       const int m_blocks = tile_keys > 0 && m_hi > m_lo ? m_hi - m_lo : 0;
       const int k_first = key0 + ci * WN, k_last = min(k_first + WN, seq.sk) - 1;  // this warpgroup's S and dP keys
 
-      auto body = [&, seq, t, m_lo, shift, k_first, k_last](index<2> at, auto k_s, auto v_s, auto q_s, auto do_s) {
+      auto body = [&, seq, t, m_lo, shift, k_first, k_last, m_blocks_of_tile = m_blocks](index<2> at, auto k_s, auto v_s,
+                                                                                            auto q_s, auto do_s) {
         const int head = t.head * group + at[0], i0 = (m_lo + at[1]) * BM;
         // Head dim 256: P and dS have one buffer (SMEM holds no second beside two Q and two dO
         // slots), rewritten once both warpgroups are done with the last step's products, which
@@ -429,34 +441,80 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
                                   window_right >= 0 ? min(hi, row + window_right + 1) : hi};
             }, 0.0f);
           }
-          const int key_col = split_head_dim ? ci * WN : 0;  // this warpgroup's keys in the scratch
-          store(cols<WN>(p_s, key_col), p);
-          store(cols<WN>(ds_s, key_col), p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; }));
+          const auto ds_values = p * broadcast_rows(dp, delta_scaled, [sc](float x, float d) { return x * sc - d; });
+          if constexpr (split_dq) {
+            return std::pair{p, ds_values};  // stored below, once the other warpgroup is done with the buffer
+          } else {
+            const int key_col = split_head_dim ? ci * WN : 0;  // this warpgroup's keys in the scratch
+            store(cols<WN>(p_s, key_col), p);
+            store(cols<WN>(ds_s, key_col), ds_values);
+          }
         };
-        if (masked) scores(std::true_type{});
-        else scores(std::false_type{});
+        [[maybe_unused]] const int other = 1 - ci;
+        [[maybe_unused]] const bool first = at[0] == 0 && at[1] == 0;
+        [[maybe_unused]] const bool last = at[0] == group - 1 && at[1] == m_blocks_of_tile - 1;
+        if constexpr (split_dq) {
+          const auto [p_values, ds_values] = masked ? scores(std::true_type{}) : scores(std::false_type{});
+          // The other warpgroup's previous step is done: dS_{g-1} is stored, and its dQ_{g-2}
+          // (the last reader of the buffer dS_g goes to) has read. (A tile's first step: the
+          // last one's end waited for it.) Outside the masked / unmasked branch: bar.sync is aligned.
+          if (!first) prim::named_barrier_sync(exchange_barrier(other, step_parity ^ 1), 2 * warpgroup_size);
+          store(p_s, p_values);
+          store(ds_s, ds_values);
+        } else {
+          if (masked) scores(std::true_type{});
+          else scores(std::false_type{});
+        }
         // P and dS in 16 bits: their transposed views are dV's and dK's A operands. The
         // same barrier lets this step's dQ buffer go (its last reduction has read it).
         if constexpr (FusedDq) commit_smem<dq_buffers - 1>(reads_done);
         else commit_smem();
-        // The other warpgroup's dS (at head dim 256 its half of P and dS) is in SMEM too:
-        // each reads both for its half of dQ's (dK's and dV's) columns. One barrier
-        // instruction for both warpgroups, outside the masked / unmasked branch.
-        if constexpr (split_dq || split_head_dim) ctx.team_sync();
+        // At head dim 256 the other warpgroup's half of P and dS is in SMEM too: each reads
+        // both for its half of dK's and dV's columns. One barrier instruction for both
+        // warpgroups, outside the masked / unmasked branch.
+        if constexpr (split_head_dim) ctx.team_sync();
         // dQ's and dK's and dV's columns of this warpgroup: Q's and dO's.
         const auto q_cols = cols<acc_cols>(q_s, col_first), do_cols = cols<acc_cols>(do_s, col_first);
-        if constexpr (FusedDq) {
+        if constexpr (split_dq) {
+          // dQ of the previous step (its dS in the other buffer: both warpgroups' halves),
+          // this step's dV and dK; then, at a tile's last step, this step's dQ.
+          const int c0 = ci * dq_cols;
+          accumulator<BM, dq_cols> acc_dq;
+          auto dq_of = [&](int b) {
+            wgmma(acc_dq, ds_smem(0, b), cols<dq_cols>(rows<WN>(k_s, 0), c0), false);
+            wgmma(acc_dq, ds_smem(1, b), cols<dq_cols>(rows<WN>(k_s, WN), c0));
+          };
+          auto add_dq = [&](int h, int row0) {  // the share in SMEM, added to the f32 accumulator
+            float* dq_s = dq_smem(0);
+            store_packed(dq_s, acc_dq);
+            commit_smem();
+            reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, h, row0, ci), BM * dq_cols);
+          };
+          // (Issued at a tile's first step too, where it reads the last tile's dS or, at the
+          // kernel's first, whatever the buffer holds, and is dropped: with the product under a
+          // condition ptxas serialised every wgmma of the step, C7514.)
+          dq_of(buffer ^ 1);
+          wgmma(acc_dv, transpose(p_s), do_cols);
+          wgmma(acc_dk, transpose(ds_s), q_cols);
+          wgmma_wait<2>(acc_dq);
+          if (!first) add_dq(lagged_head, lagged_row);
+          wgmma_wait<0>(acc_dv, acc_dk);
+          prim::named_barrier_arrive(exchange_barrier(ci, step_parity), 2 * warpgroup_size);
+          if (last) {  // the tile's last dQ: once the other warpgroup's dS of this step is stored
+            prim::named_barrier_sync(exchange_barrier(other, step_parity), 2 * warpgroup_size);
+            dq_of(buffer);
+            wgmma_wait<0>(acc_dq);
+            commit_smem<0>(reads_done);  // the buffer's last reduction has read it
+            add_dq(head, i0);
+          }
+          lagged_head = head, lagged_row = i0;
+          step_parity ^= 1;
+        } else if constexpr (FusedDq) {
           // dQ's share of this step first (dS is stored times the scale: no factor left to
           // apply): it goes to SMEM under dV's and dK's products, and its accumulator is
           // free again before they complete.
           accumulator<BM, dq_cols> acc_dq;
-          if constexpr (split_dq) {
-            const int c0 = ci * dq_cols;
-            wgmma(acc_dq, ds_smem(0, buffer), cols<dq_cols>(rows<WN>(k_s, 0), c0), false);
-            wgmma(acc_dq, ds_smem(1, buffer), cols<dq_cols>(rows<WN>(k_s, WN), c0));
-          } else {
-            wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
-          }
+          wgmma(acc_dq, ds_s, rows<WN>(k_s, ci * WN), false);
           wgmma(acc_dv, transpose(p_s), do_cols);
           wgmma(acc_dk, transpose(ds_s), q_cols);
           wgmma_wait<2>(acc_dq);
@@ -464,7 +522,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           step_parity ^= 1;
           store_packed(dq_s, acc_dq);
           commit_smem();
-          reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, split_dq ? ci : 0), BM * dq_cols);
+          reduce_add_smem_to_gmem(dq_s, dq_accum.part(seq, t.batch, head, i0, 0), BM * dq_cols);
           wgmma_wait<0>(acc_dv, acc_dk);
         } else {
           wgmma(acc_dv, transpose(p_s), do_cols);
