@@ -398,8 +398,8 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       const int m_blocks = tile_keys > 0 && m_hi > m_lo ? m_hi - m_lo : 0;
       const int k_first = key0 + ci * WN, k_last = min(k_first + WN, seq.sk) - 1;  // this warpgroup's S and dP keys
 
-      auto body = [&, seq, t, m_lo, shift, k_first, k_last, m_blocks_of_tile = m_blocks](index<2> at, auto k_s, auto v_s,
-                                                                                            auto q_s, auto do_s) {
+      auto body = [&, seq, t, m_lo, m_blocks, shift, k_first, k_last](index<2> at, auto k_s, auto v_s, auto q_s,
+                                                                        auto do_s) {
         const int head = t.head * group + at[0], i0 = (m_lo + at[1]) * BM;
         // Head dim 256: P and dS have one buffer (SMEM holds no second beside two Q and two dO
         // slots), rewritten once both warpgroups are done with the last step's products, which
@@ -452,7 +452,7 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
         };
         [[maybe_unused]] const int other = 1 - ci;
         [[maybe_unused]] const bool first = at[0] == 0 && at[1] == 0;
-        [[maybe_unused]] const bool last = at[0] == group - 1 && at[1] == m_blocks_of_tile - 1;
+        [[maybe_unused]] const bool last = at[0] == group - 1 && at[1] == m_blocks - 1;
         if constexpr (split_dq) {
           const auto [p_values, ds_values] = masked ? scores(std::true_type{}) : scores(std::false_type{});
           // The other warpgroup's previous step is done: dS_{g-1} is stored, and its dQ_{g-2}

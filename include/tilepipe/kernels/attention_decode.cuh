@@ -499,6 +499,7 @@ struct attention_decode_kernel {
           // sums do not depend on which split came last.
           constexpr int batch = 8;
           auto split_lse = [&](int i, int r) { return slot(i)[BM * D + r]; };
+          auto in_batch = [splits](int i) { return i < splits ? i : splits - 1; };  // past the last: the last
           const int first = prim::thread_in_warpgroup(), threads = prim::warpgroup_threads();
           // The tile's LSE rows (log2 units), in SMEM where Q's rows were: a batch's largest
           // value joins the running maximum, the sum rescaled when it grows.
@@ -508,7 +509,7 @@ struct attention_decode_kernel {
             for (int i0 = 0; i0 < splits; i0 += batch) {
               float x[batch];
 #pragma unroll
-              for (int j = 0; j < batch; ++j) x[j] = split_lse(i0 + j < splits ? i0 + j : splits - 1, r);
+              for (int j = 0; j < batch; ++j) x[j] = split_lse(in_batch(i0 + j), r);
               float t = top;
 #pragma unroll
               for (int j = 0; j < batch; ++j)
@@ -534,7 +535,7 @@ struct attention_decode_kernel {
               detail::partial_quad<float> o_j[batch];  // 16 bytes: a slot and a piece of a row are aligned
 #pragma unroll
               for (int j = 0; j < batch; ++j) {
-                const int i = i0 + j < splits ? i0 + j : splits - 1;
+                const int i = in_batch(i0 + j);
                 lse_j[j] = split_lse(i, r);
                 o_j[j] = *reinterpret_cast<const detail::partial_quad<float>*>(slot(i) + r * D + c);
               }
