@@ -54,20 +54,6 @@ std::vector<config> read_shapes(const char* path, int only) {
 /// page: 0 for K and V as [b, sk, hkv, d]; else pages of that many keys, [b * ceil(sk /
 /// page), page, hkv, d], each sequence's scattered over the pool by a shuffled page table.
 /// KV: K and V's type, T or fp8_e4m3 (with a scale per KV head).
-/// Writes the profiled launch's timeline and summary to dir/name.{json,summary.txt}, and prints the summary.
-void write_profile(const tp::profiler& prof, const std::string& dir, const std::string& name, double profiled_ms) {
-  const auto tracks = prof.tracks();
-  long long records = 0, dropped = 0;
-  for (const auto& t : tracks) records += t.records, dropped += t.dropped;
-  prof.write_trace(dir + "/" + name + ".json", 4);
-  char head[300];
-  std::snprintf(head, sizeof head, "%s: profiled (%s), %.3f ms with the profiler; %zu tracks, %lld records, %lld dropped\n",
-                name.c_str(), tp::profiling_steps ? "every step" : "coarse", profiled_ms, tracks.size(), records, dropped);
-  const std::string text = head + bench::format_summary(bench::summarize(tracks), 1000.0);
-  if (FILE* f = std::fopen((dir + "/" + name + ".summary.txt").c_str(), "w")) std::fputs(text.c_str(), f), std::fclose(f);
-  std::printf("%s", text.c_str());
-}
-
 template <class T, class KV = T>
 std::string run(const tp::device& dev, const config& c, int page, const char* trace_dir) {
   const long long pages_per_seq = page ? (c.sk + page - 1) / page : 0, num_pages = c.b * pages_per_seq;
@@ -114,7 +100,7 @@ std::string run(const tp::device& dev, const config& c, int page, const char* tr
     std::snprintf(name, sizeof name, "b%lld_sq%lld_sk%lld_hq%lld_hkv%lld_d%lld_c%d_%s%s%s", c.b, c.sq, c.sk, c.hq, c.hkv,
                   c.d, c.causal, c.dtype.c_str(), page ? ("_page" + std::to_string(page)).c_str() : "",
                   sizeof(KV) == 1 ? "_fp8kv" : "");
-    write_profile(prof, trace_dir, name, profiled_ms);
+    bench::write_profile(prof, trace_dir, name, profiled_ms);
     opt.profile = nullptr;
   }
   const double flops = 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);

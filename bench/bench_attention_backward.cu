@@ -7,10 +7,14 @@
 //   bench_attention_backward --shapes bench/attention_shapes.txt --only 2    # d128 16k, non-causal and causal
 //   bench_attention_backward --shapes bench/attention_shapes.txt --json out.json
 //   bench_attention_backward --shapes ... --modes 1,0     # deterministic (1) and the single pass (0), alternating
+// Built with TILEPIPE_PROFILE (bench_attention_backward_on), --trace-dir DIR also runs each row
+// once with a profiler bound to the dK dV kernel and writes where its warpgroups' time went
+// (bench/profile_summary.hpp): DIR/<row>.summary.txt (printed too) and DIR/<row>.json.
 #include <tilepipe/kernels/attention.cuh>
 #include <tilepipe/kernels/attention_backward.cuh>
 
 #include "bench_util.hpp"
+#include "profile_summary.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -32,7 +36,7 @@ std::vector<config> read_shapes(const char* path, int only) {
 }
 
 template <class T>
-std::string run(const tp::device& dev, const config& c, bool deterministic) {
+std::string run(const tp::device& dev, const config& c, bool deterministic, const char* trace_dir) {
   // Per set: q, o, d_o, dq (sq rows of hq heads) and k, v, dk, dv (sk rows of hkv heads).
   const long long set_bytes = (4 * c.b * c.sq * c.hq + 4 * c.b * c.sk * c.hkv) * c.d * 2;
   const int sets = static_cast<int>(std::min<long long>(8, std::max<long long>(1, (200LL << 20) / set_bytes + 1)));
@@ -40,7 +44,7 @@ std::string run(const tp::device& dev, const config& c, bool deterministic) {
   std::vector<tp::tensor<float, 3>> lse;
   tp::tensor<float, 1> workspace(dev, {c.b * c.hq * c.sq});
   tp::tensor<float, 1> dq_workspace(dev, {deterministic ? 1 : tp::attention_backward_dq_workspace_size(c.b, c.sq, c.hq, c.d)});
-  const tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data(),
+  tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data(),
                                            .deterministic = deterministic, .dq_workspace = dq_workspace.data()};
   for (int s = 0; s < sets; ++s) {
     q.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 5 * s));
@@ -62,6 +66,17 @@ std::string run(const tp::device& dev, const config& c, bool deterministic) {
   std::vector<float> ms;
   for (int i = 0; i < 15; ++i) ms.push_back(timer.per_call(call, 10 * i, 10, sets));
   const double med = bench::median(ms);
+  if (tp::profiling && trace_dir) {
+    tp::profiler prof(dev, 1 << 18);  // events per warpgroup track: every step of a 16k-token row
+    opt.profile = &prof;
+    bench::batch_timer profiled;
+    const float profiled_ms = profiled.per_call(call, 0, 1, 1);
+    char name[160];
+    std::snprintf(name, sizeof name, "backward_b%lld_sq%lld_sk%lld_hq%lld_hkv%lld_d%lld_c%d_%s%s", c.b, c.sq, c.sk, c.hq,
+                  c.hkv, c.d, c.causal, c.dtype.c_str(), deterministic ? "" : "_single_pass");
+    bench::write_profile(prof, trace_dir, name, profiled_ms);
+    opt.profile = nullptr;
+  }
   const double flops = 2.5 * 4.0 * c.b * c.hq * c.sq * c.sk * c.d / (c.causal ? 2 : 1);
   // The single pass checks itself against the deterministic mode (which the tests check
   // against float64) on the first set: the largest difference relative to the largest value.
@@ -96,12 +111,13 @@ std::string run(const tp::device& dev, const config& c, bool deterministic) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char *shapes = "bench/attention_shapes.txt", *json = nullptr;
+  const char *shapes = "bench/attention_shapes.txt", *json = nullptr, *trace_dir = nullptr;
   int only = 0;
   std::vector<bool> modes{true};  // deterministic or not, per row
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--shapes")) shapes = argv[i + 1];
     else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--trace-dir")) trace_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--modes")) {
       modes.clear();
@@ -119,7 +135,7 @@ int main(int argc, char** argv) {
     for (const bool deterministic : modes) {
       std::string r;
       try {
-        r = c.dtype == "f16" ? run<tp::f16>(dev, c, deterministic) : run<tp::bf16>(dev, c, deterministic);
+        r = c.dtype == "f16" ? run<tp::f16>(dev, c, deterministic, trace_dir) : run<tp::bf16>(dev, c, deterministic, trace_dir);
       } catch (const tp::error& e) {
         std::printf("tilepipe backward %s: %s\n", c.dtype.c_str(), e.what());
         r = "\"error\": \"" + std::string(e.what()).substr(0, 200) + "\"";

@@ -166,4 +166,19 @@ inline std::string summary_json(const profile_summary& s, double unit_per_us) {
   return out + "}";
 }
 
+/// Writes a profiled launch's timeline (its first 4 CTAs) and summary to
+/// dir/name.{json,summary.txt}, and prints the summary.
+inline void write_profile(const tp::profiler& prof, const std::string& dir, const std::string& name, double profiled_ms) {
+  const auto tracks = prof.tracks();
+  long long records = 0, dropped = 0;
+  for (const auto& t : tracks) records += t.records, dropped += t.dropped;
+  prof.write_trace(dir + "/" + name + ".json", 4);
+  char head[300];
+  std::snprintf(head, sizeof head, "%s: profiled (%s), %.3f ms with the profiler; %zu tracks, %lld records, %lld dropped\n",
+                name.c_str(), tp::profiling_steps ? "every step" : "coarse", profiled_ms, tracks.size(), records, dropped);
+  const std::string text = head + format_summary(summarize(tracks), 1000.0);
+  if (FILE* f = std::fopen((dir + "/" + name + ".summary.txt").c_str(), "w")) std::fputs(text.c_str(), f), std::fclose(f);
+  std::printf("%s", text.c_str());
+}
+
 }  // namespace bench

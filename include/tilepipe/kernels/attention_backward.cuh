@@ -55,6 +55,7 @@ struct attention_backward_options {
   /// attention_backward_dq_workspace_size elements, 16-byte aligned; null: allocated per call.
   float* dq_workspace = nullptr;
   void* stream = nullptr;  // cudaStream_t (GPU)
+  profiler* profile = nullptr;  // records the dK dV kernel's timeline (TILEPIPE_PROFILE builds; host/profiler.cuh)
 };
 
 /// The f32 elements of attention_backward_options::dq_workspace: heads_q x head_dim per query
@@ -429,9 +430,12 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
                                         [&](float, int r) { return r < rows_left ? delta_of[r] * sc : 0.0f; });
           const float sl2 = scale_log2;
           accumulator<BM, WN> s, dp;  // the block's rows x this warpgroup's keys
-          wgmma(s, q_s, transpose(rows<WN>(k_s, ci * WN)), false);
-          wgmma(dp, do_s, transpose(rows<WN>(v_s, ci * WN)), false);
-          wgmma_wait<0>(s, dp);
+          {
+            profile_scope scores_scope(ctx, "S and dP");  // on the timeline (bench_attention_backward_on)
+            wgmma(s, q_s, transpose(rows<WN>(k_s, ci * WN)), false);
+            wgmma(dp, do_s, transpose(rows<WN>(v_s, ci * WN)), false);
+            wgmma_wait<0>(s, dp);
+          }
           auto p = broadcast_rows(s, lse2, [sl2](float x, float l) { return prim::exp2(x * sl2 - l); });
           if constexpr (with_mask) {
             mask_columns(p, [&](int r) {  // row r sees keys [row - left, row + right] of the sequence
@@ -458,7 +462,10 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
           // The other warpgroup's previous step is done: dS_{g-1} is stored, and its dQ_{g-2}
           // (the last reader of the buffer dS_g goes to) has read. (A tile's first step: the
           // last one's end waited for it.) Outside the masked / unmasked branch: bar.sync is aligned.
-          if (!first) prim::named_barrier_sync(exchange_barrier(other, step_parity ^ 1), 2 * warpgroup_size);
+          if (!first) {
+            profile_scope handshake(ctx, "dS handshake");
+            prim::named_barrier_sync(exchange_barrier(other, step_parity ^ 1), 2 * warpgroup_size);
+          }
           store(p_s, p_values);
           store(ds_s, ds_values);
         } else {
@@ -560,7 +567,9 @@ struct attention_backward_dkdv_kernel : attention_backward_params {
       if (!ws.is_memory(ctx)) wait_smem_to_gmem<0>(reads_done);
   }
 
-  tilepipe::launch_config config(int workers, void* stream) const { return {.grid = {workers}, .stream = stream}; }
+  tilepipe::launch_config config(int workers, void* stream, profiler* profile) const {
+    return {.grid = {workers}, .stream = stream, .profile = profile};
+  }
 };
 
 /// The single pass's last launch: dQ in the gradients' type from its f32 accumulator, one
@@ -618,13 +627,13 @@ template <class T, int D, bool FusedDq>
 void launch_dkdv(const device& dev, const tensor_view<T, 4>& k, const tensor_view<T, 4>& v,
                  const tensor_view<T, 4>& rows, const tensor_view<T, 4>& grads, const tensor_view<T, 4>& dk,
                  const tensor_view<T, 4>& dv, const attention_backward_params& params, const dq_tiles& dq_accum,
-                 int batches, int max_sk, bool masked, void* stream) {
+                 int batches, int max_sk, bool masked, void* stream, profiler* profile) {
   attention_backward_dkdv_kernel<T, D, FusedDq> dkdv{params};
   dkdv.dq_accum = dq_accum;
   const int n_blocks = (max_sk + dkdv.BN - 1) / dkdv.BN;
   const int tiles = batches * static_cast<int>(k.shape[2]) * n_blocks;
   dkdv.tiles = attention_tile_order(batches, static_cast<int>(k.shape[2]), n_blocks, masked, workers(dev, tiles));
-  kernel(dkdv, dkdv.config(workers(dev, tiles), stream))(dev, k, v, rows, grads, dk, dv);
+  kernel(dkdv, dkdv.config(workers(dev, tiles), stream, profile))(dev, k, v, rows, grads, dk, dv);
 }
 
 template <class T, int D>
@@ -657,9 +666,12 @@ void launch(const device& dev, const tensor_view<T, 4>& q, const tensor_view<T, 
   }
   if (max_sk > 0 && !no_keys) {
     const tensor_view<T, 4> rows = no_rows ? stand_in(k, hkv) : q, grads = no_rows ? stand_in(k, hkv) : d_o;
-    if (!fused) launch_dkdv<T, D, false>(dev, k, v, rows, grads, dk, dv, params, {}, batches, max_sk, masked, opt.stream);
+    if (!fused)
+      launch_dkdv<T, D, false>(dev, k, v, rows, grads, dk, dv, params, {}, batches, max_sk, masked, opt.stream,
+                               opt.profile);
     else if constexpr (D != 256)  // (run gives head dim 256 no dQ accumulator: no single pass there)
-      launch_dkdv<T, D, true>(dev, k, v, rows, grads, dk, dv, params, dq_accum, batches, max_sk, masked, opt.stream);
+      launch_dkdv<T, D, true>(dev, k, v, rows, grads, dk, dv, params, dq_accum, batches, max_sk, masked, opt.stream,
+                              opt.profile);
   }
   if constexpr (D != 256) {
     if (max_sq > 0 && !no_rows && fused) {
