@@ -45,7 +45,7 @@ std::string run(const tp::device& dev, const config& c, bool deterministic, cons
   tp::tensor<float, 1> workspace(dev, {c.b * c.hq * c.sq});
   tp::tensor<float, 1> dq_workspace(dev, {deterministic ? 1 : tp::attention_backward_dq_workspace_size(c.b, c.sq, c.hq, c.d)});
   tp::attention_backward_options opt{.causal = c.causal != 0, .workspace = workspace.data(),
-                                           .deterministic = deterministic, .dq_workspace = dq_workspace.data()};
+                                     .deterministic = deterministic, .dq_workspace = dq_workspace.data()};
   for (int s = 0; s < sets; ++s) {
     q.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sq, c.hq, c.d}, 5 * s));
     k.push_back(bench::random_tensor<T, 4>(dev, {c.b, c.sk, c.hkv, c.d}, 5 * s + 1));
