@@ -77,6 +77,10 @@ struct matmul_ws_kernel {
   // k-block 64 rows at a time (promoting_rows_k_step).
   static constexpr bool promotes_by_rows = promotes && WM > 64;
   static constexpr int KS = promotes && !promotes_by_rows ? 2 * BK : BK;  // K per step
+  // promotes_by_rows: B's scales of a tile's first 128 k-blocks (K up to 16384; SMEM holds no more), staged in
+  // SMEM per compute warpgroup before the tile's first step (promoting_rows_k_step).
+  static constexpr int staged_b_scales = promotes_by_rows ? 128 : 0;
+  static constexpr std::uint32_t staged_b_scale_bytes = compute_wgs * staged_b_scales * sizeof(float);
   static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
   static constexpr long long partial_floats = WM * BN;         // one compute warpgroup's partial sum
   static_assert(!promotes || (BK == 128 && 128 % BN == 0 && BL == b_layout::col_major),
@@ -119,9 +123,18 @@ struct matmul_ws_kernel {
     // promoting_k_step's products of a step's k-blocks, promoting_rows_k_step's of 64 rows
     [[maybe_unused]] std::conditional_t<promotes_by_rows, accumulator<64, BN>, accumulator<WM, BN>> first, second;
     const matmul_k_step<WM, BN, BL == b_layout::col_major> step{acc, ci};
+    [[maybe_unused]] float* b_scales = nullptr;  // this warpgroup's staged B scales (promotes_by_rows)
     auto tile_pipeline = [&](work_tile u) {  // u.tile: this CTA's tile
       auto context = compute_context([&, u](auto pipeline) {
         acc = zeros<float, WM, BN>();
+        if constexpr (promotes_by_rows) {  // once the last tile's steps have read theirs
+          prim::warpgroup_sync();
+          const long long col0 = static_cast<long long>(u.tile.n) * BN;
+          const int n = min(u.k_end - u.k_begin, staged_b_scales);
+          for (int i = prim::thread_in_warpgroup(); i < n; i += prim::warpgroup_threads())
+            b_scales[i] = epilogue.b_scale(col0, u.k_begin + i);
+          prim::warpgroup_sync();
+        }
         pipeline();
         wgmma_wait<0>(acc);
         if (u.publishes) return publish_partial(acc, partials, slot(worker));  // another CTA finishes the tile
@@ -159,7 +172,8 @@ struct matmul_ws_kernel {
           }
         };
         if constexpr (promotes_by_rows)
-          return with_scales(promoting_rows_k_step<WM, BN, BK, Epilogue>{acc, first, ci, epilogue, row0, col0, u.k_begin});
+          return with_scales(promoting_rows_k_step<WM, BN, BK, Epilogue>{acc, first, ci, epilogue, row0, col0, u.k_begin,
+                                                                         b_scales, staged_b_scales});
         else
           return with_scales(promoting_k_step<WM, BN, BK, Epilogue>{acc, first, second, ci, epilogue, row0, col0,
                                                                     2 * u.k_begin,
@@ -168,8 +182,11 @@ struct matmul_ws_kernel {
         return pipeline(step);
       }
     };
-    auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes>(ws, ctx, tile_pipeline, a, b, a_scales...);
+    auto loop = persistent_pipelines<work_tile, c_chunks.smem_bytes + staged_b_scale_bytes>(ws, ctx, tile_pipeline, a, b,
+                                                                                            a_scales...);
     c_chunks.allocate(ctx, ci);
+    if constexpr (promotes_by_rows)
+      b_scales = reinterpret_cast<float*>(ctx.allocate(staged_b_scale_bytes, "B's scales of the tile")) + ci * staged_b_scales;
 
     // The persistent loop: this cluster's tiles (a column of Cluster tiles each) and pieces
     // of tiles, one pipeline of the chain each. The stores of tile rows past the end fall
