@@ -69,6 +69,9 @@ struct grouped_matmul_kernel {
   static constexpr bool promotes = k_block_scales<Epilogue>;  // scales per k-block, applied every block
   static constexpr int KS = promotes ? 2 * BK : BK;            // K per step: promoting_k_step takes two k-blocks
   static constexpr int block_n = BN, block_k = KS;
+  // promotes: B's scales of a tile's first 128 k-blocks, staged in SMEM per compute warpgroup
+  // before the tile's first step (promoting_k_step reads them there).
+  static constexpr int staged_b_scales = promotes ? 128 : 0;
   // Two compute warpgroups, the memory one last with MemRegs registers: 56 for the bf16
   // kernel (at matmul_ws' 40, the group index and rhs's 3-D coordinates spill in its TMA issue
   // loop, ptxas: 28 bytes for [G, K, N]; at 56 nothing spills and the compute warpgroups keep
@@ -163,11 +166,20 @@ struct grouped_matmul_kernel {
     chunked_store_epilogue<c_view, compute_wgs, EpilogueBuffers> c_chunks;
     [[maybe_unused]] accumulator<WM, BN> first, second;  // promoting_k_step's products of a step's k-blocks
     const matmul_k_step<WM, BN, L == rhs_layout::nk> step{acc, ci};
+    [[maybe_unused]] float* b_scales = nullptr;  // this warpgroup's staged B scales (promotes)
     auto tile_pipeline = [&](placed_tile p) {
       const group_tile t = p.rows;
       const int n = p.n;
       auto context = compute_context([&, t, n](auto pipeline) {
         acc = zeros<float, WM, BN>();
+        if constexpr (promotes) {  // once the last tile's steps have read theirs
+          prim::warpgroup_sync();
+          const long long col0 = group_col(t.group, n);
+          const int count = k_blocks < staged_b_scales ? k_blocks : staged_b_scales;
+          for (int i = prim::thread_in_warpgroup(); i < count; i += prim::warpgroup_threads())
+            b_scales[i] = epilogue.b_scale(col0, i);
+          prim::warpgroup_sync();
+        }
         pipeline();
         wgmma_wait<0>(acc);
         const int row0 = t.row0 + ci * WM, my_rows = t.rows - ci * WM;  // this warpgroup's rows of the group
@@ -209,7 +221,9 @@ struct grouped_matmul_kernel {
                                                                   group_col(t.group, n),
                                                                   0,
                                                                   k_blocks,
-                                                                  t.row0 & 3};
+                                                                  t.row0 & 3,
+                                                                  b_scales,
+                                                                  staged_b_scales};
         if constexpr (sizeof...(AScales) == 1) {  // the scales of the step's k-blocks, from the tile's rows' 16-byte boundary
           auto a_scale_map = [row0 = t.row0 & ~3](auto k) { return idx(k, row0); };
           return pipeline(k_step, spec<a_scale_tile>(a_scale_map, delay_release<delay>));
@@ -220,9 +234,12 @@ struct grouped_matmul_kernel {
         return pipeline(step);
       }
     };
-    auto loop = persistent_pipelines<placed_tile, c_chunks.smem_bytes + table_smem_bytes>(ws, ctx, tile_pipeline, a, b,
-                                                                                          a_scales...);
+    constexpr std::uint32_t staged_bytes = compute_wgs * staged_b_scales * sizeof(float);
+    auto loop = persistent_pipelines<placed_tile, c_chunks.smem_bytes + table_smem_bytes + staged_bytes>(
+        ws, ctx, tile_pipeline, a, b, a_scales...);
     c_chunks.allocate(ctx, ci);
+    if constexpr (promotes)
+      b_scales = reinterpret_cast<float*>(ctx.allocate(staged_bytes, "B's scales of the tile")) + ci * staged_b_scales;
 
     // The persistent loop over (row tile, column tile) in bands of 8 row tiles.
     const tile_scheduler<> sched{tile_order_plan(row_tiles, tiles_n, 8), k_steps, stream_k_off};

@@ -52,6 +52,8 @@ concept k_block_scales = requires(const S& s, long long i, int kb) {
 /// ShiftedAScales: A's SMEM scales block starts at the 16-byte boundary at or before the
 /// tile's first row (the grouped kernel), and the step reads from column a_scale_shift; else
 /// the block's columns are the tile's rows (the dense kernel, whose code is unchanged by it).
+/// B's scales of k-blocks 0 .. staged - 1 are read from SMEM where the kernel staged them
+/// (the grouped block-scaled kernel; promoting_rows_k_step says why).
 template <int WM, int BN, int BK, k_block_scales Scales, bool ShiftedAScales = false>
 struct promoting_k_step {
   accumulator<WM, BN>& acc;
@@ -66,6 +68,8 @@ struct promoting_k_step {
   // row's distance from the 16-byte boundary where the block's TMA box starts (a box's
   // innermost start must be 16-byte aligned; the grouped kernel's tiles start at any row).
   int a_scale_shift = 0;
+  const float* staged_b_scales = nullptr;
+  int staged = 0;
 
   template <class At, class A, class B, class... AScales>
   TP_HD void operator()(At at, A a_smem, B b_smem, AScales... a_scales) const {
@@ -84,7 +88,7 @@ struct promoting_k_step {
   /// a(row, kb) * b(col0, kb) for this warpgroup's rows; kb is the step's j-th k-block.
   template <class... AScales>
   TP_HD row_vector<WM> scales_of(int kb, int j, AScales... a_scales) const {
-    const float sb = scales.b_scale(col0, kb);
+    const float sb = kb < staged ? staged_b_scales[kb] : scales.b_scale(col0, kb);
     if constexpr (sizeof...(AScales) == 1 && ShiftedAScales)
       return load_row_vector<WM>(transpose(rows<1>(a_scales..., j)), a_scale_shift + ci * WM) * sb;
     else if constexpr (sizeof...(AScales) == 1)

@@ -27,7 +27,8 @@
 // tiles and 128-wide k-steps, as tp::scaled_matmul's row-wise mode. Block: tp::scaled_matmul's
 // block-scaled k-step (promoting_k_step: each 128 of K's product scaled into the f32
 // accumulator in registers) and its scales (scale_epilogue<fp8_scaling::block>), in 128 x 128
-// tiles. B's scales are read per k-block from global memory (one uniform value a warpgroup);
+// tiles. B's scales (one per k-block for a tile) are staged in SMEM by each compute warpgroup
+// before the tile's first step (the first 128; later ones are read from global memory);
 // A's as tp::scaled_matmul reads them: M-major (tp::m_major_scales: [ceil(K/128), ld] storage,
 // ld >= M a multiple of 4) through SMEM, loaded by TMA beside A's block (with_a_scales; the
 // box starts at the 16-byte boundary at or before the tile's first row, which may be any
