@@ -69,9 +69,6 @@ struct grouped_matmul_kernel {
   static constexpr bool promotes = k_block_scales<Epilogue>;  // scales per k-block, applied every block
   static constexpr int KS = promotes ? 2 * BK : BK;            // K per step: promoting_k_step takes two k-blocks
   static constexpr int block_n = BN, block_k = KS;
-  // promotes: B's scales of a tile's first 128 k-blocks, staged in SMEM per compute warpgroup
-  // before the tile's first step (promoting_k_step reads them there).
-  static constexpr int staged_b_scales = promotes ? 128 : 0;
   // Two compute warpgroups, the memory one last with MemRegs registers: 56 for the bf16
   // kernel (at matmul_ws' 40, the group index and rhs's 3-D coordinates spill in its TMA issue
   // loop, ptxas: 28 bytes for [G, K, N]; at 56 nothing spills and the compute warpgroups keep
@@ -79,6 +76,10 @@ struct grouped_matmul_kernel {
   static constexpr warp_specialization<2, MemRegs> ws{};
   static constexpr int num_threads = ws.num_threads;
   static constexpr int compute_wgs = ws.compute_wgs;
+  // promotes: B's scales of a tile's first 128 k-blocks, staged in SMEM per compute warpgroup
+  // before the tile's first step (promoting_k_step reads them there).
+  static constexpr int staged_b_scales = promotes ? 128 : 0;
+  static constexpr std::uint32_t staged_b_scale_bytes = compute_wgs * staged_b_scales * sizeof(float);
   static constexpr int SK = BK * static_cast<int>(sizeof(T));  // swizzle of K-major tiles: one row of K
   static constexpr int WM = BM / compute_wgs;                  // rows per compute warpgroup
   // Epilogue chunks of 64 x EpilogueCols in EpilogueBuffers buffers a warpgroup: by default
@@ -234,12 +235,11 @@ struct grouped_matmul_kernel {
         return pipeline(step);
       }
     };
-    constexpr std::uint32_t staged_bytes = compute_wgs * staged_b_scales * sizeof(float);
-    auto loop = persistent_pipelines<placed_tile, c_chunks.smem_bytes + table_smem_bytes + staged_bytes>(
+    auto loop = persistent_pipelines<placed_tile, c_chunks.smem_bytes + table_smem_bytes + staged_b_scale_bytes>(
         ws, ctx, tile_pipeline, a, b, a_scales...);
     c_chunks.allocate(ctx, ci);
     if constexpr (promotes)
-      b_scales = reinterpret_cast<float*>(ctx.allocate(staged_bytes, "B's scales of the tile")) + ci * staged_b_scales;
+      b_scales = reinterpret_cast<float*>(ctx.allocate(staged_b_scale_bytes, "B's scales of the tile")) + ci * staged_b_scales;
 
     // The persistent loop over (row tile, column tile) in bands of 8 row tiles.
     const tile_scheduler<> sched{tile_order_plan(row_tiles, tiles_n, 8), k_steps, stream_k_off};

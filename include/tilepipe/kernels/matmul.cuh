@@ -77,8 +77,8 @@ struct matmul_ws_kernel {
   // k-block 64 rows at a time (promoting_rows_k_step).
   static constexpr bool promotes_by_rows = promotes && WM > 64;
   static constexpr int KS = promotes && !promotes_by_rows ? 2 * BK : BK;  // K per step
-  // promotes_by_rows: B's scales of a tile's first 128 k-blocks (K up to 16384; SMEM holds no more), staged in
-  // SMEM per compute warpgroup before the tile's first step (promoting_rows_k_step).
+  // promotes_by_rows: B's scales of a tile's first 128 k-blocks (K up to 16384; SMEM holds no
+  // more), staged in SMEM per compute warpgroup before the tile's first step (promoting_rows_k_step).
   static constexpr int staged_b_scales = promotes_by_rows ? 128 : 0;
   static constexpr std::uint32_t staged_b_scale_bytes = compute_wgs * staged_b_scales * sizeof(float);
   static constexpr int EM = 64, EN = 64;                       // epilogue chunk: 64 x 64
